@@ -1,0 +1,1 @@
+"""Fused Triton kernels for continuous attention, installed as ``ts_continuum.kernels``."""

@@ -1,0 +1,7 @@
+"""ts-continuum: time-series forecasting with continuous softmax attention."""
+
+from .attention import continuous_attention
+
+__version__ = "0.1.0"
+
+__all__ = ["continuous_attention", "__version__"]

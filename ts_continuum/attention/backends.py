@@ -1,0 +1,112 @@
+"""Backend selection: the exact torch path (eager or Inductor-compiled) and the Triton kernel.
+
+Every backend is a callable ``(q, k_ext, v_ext, log_delta, layout, scale) -> out`` on the
+extended sequence prepared by :func:`continuous_attention`, so they share one preparation step
+and one test suite.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Callable
+
+import torch
+
+from .reference import EAGER_KERNELS, ContinuousAttentionFunction, backward_tile, forward_tile
+
+Backend = Callable[..., torch.Tensor]
+
+COMPILE_ENV = "TS_CONTINUUM_COMPILE"
+
+
+def _torch_path(kernels) -> Backend:
+    def run(q, k_ext, v_ext, log_delta, layout, scale):
+        return ContinuousAttentionFunction.apply(q, k_ext, v_ext, log_delta, layout, scale, kernels)
+
+    return run
+
+
+class _CompiledTiles:
+    """The tile functions under torch.compile, falling back to eager (once, with a warning) if
+    compilation fails on this machine, e.g. when no C++ compiler is installed."""
+
+    def __init__(self):
+        self._fwd = torch.compile(forward_tile, dynamic=None)
+        self._bwd = torch.compile(backward_tile, dynamic=None)
+        self.failed = False
+
+    def _call(self, compiled, eager, *args):
+        if not self.failed:
+            try:
+                return compiled(*args)
+            except Exception as exc:  # compiler missing or broken: the eager path gives the same numbers
+                self.failed = True
+                warnings.warn(
+                    f"torch.compile of continuous attention failed ({type(exc).__name__}: {exc}); "
+                    f"using the eager torch path. Set {COMPILE_ENV}=0 to skip compilation.",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        return eager(*args)
+
+    def forward(self, *args):
+        return self._call(self._fwd, forward_tile, *args)
+
+    def backward(self, *args):
+        return self._call(self._bwd, backward_tile, *args)
+
+
+_compiled: _CompiledTiles | None = None
+
+
+def compile_enabled() -> bool:
+    return os.environ.get(COMPILE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def compiled_torch_path() -> Backend:
+    global _compiled
+    if _compiled is None:
+        _compiled = _CompiledTiles()
+    return _torch_path((_compiled.forward, _compiled.backward))
+
+
+def triton_available(device: torch.device) -> tuple[bool, str]:
+    """Whether the Triton kernel can run on ``device`` here, and why not."""
+    try:
+        from ts_continuum.kernels import autograd as _  # noqa: F401
+    except ImportError as exc:
+        return False, f"the Triton kernel is not importable ({exc}); install triton"
+    if device.type == "cuda":
+        return True, ""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return True, ""
+    return False, (
+        f"the Triton kernel needs a CUDA tensor (got {device.type}); on the CPU it runs only in the "
+        "Triton interpreter (set TRITON_INTERPRET=1 before importing triton), or use backend='torch'"
+    )
+
+
+def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int) -> Backend:
+    """The backend callable for ``name`` ("auto", "torch" or "triton") and these inputs."""
+    if name == "torch":
+        return _torch_path(EAGER_KERNELS)
+    if name == "triton":
+        ok, why = triton_available(q.device)
+        if not ok:
+            raise ValueError(f"backend='triton' is unavailable: {why}")
+        from ts_continuum.kernels.autograd import triton_backend, unsupported_reason
+
+        reason = unsupported_reason(q, head_dim, value_dim)
+        if reason:
+            raise ValueError(f"backend='triton' does not support these inputs: {reason}; use backend='torch'")
+        return triton_backend
+    # auto: the fused kernel on CUDA where it applies, else the compiled torch path.
+    if q.device.type == "cuda" and triton_available(q.device)[0]:
+        from ts_continuum.kernels.autograd import triton_backend, unsupported_reason
+
+        if not unsupported_reason(q, head_dim, value_dim):
+            return triton_backend
+    if compile_enabled() and not torch.compiler.is_compiling():
+        return compiled_torch_path()
+    return _torch_path(EAGER_KERNELS)

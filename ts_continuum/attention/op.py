@@ -1,0 +1,201 @@
+"""``continuous_attention``: argument checks, sink construction, backend dispatch."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import backends
+from .reference import SegmentLayout
+
+SINKS = ("zero", "repeat", "none", "learned")
+BACKENDS = ("auto", "torch", "triton")
+
+
+def continuous_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    times: torch.Tensor | None = None,
+    causal: bool = False,
+    sink: str = "zero",
+    sink_k: torch.Tensor | None = None,
+    sink_v: torch.Tensor | None = None,
+    sink_gap: float = 1.0,
+    lengths: torch.Tensor | None = None,
+    scale: float | None = None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Continuous softmax attention over linearly interpolated keys and values.
+
+    Args:
+        q, k, v: ``(B, H, T, D)`` (``v`` may have its own last dimension), the layout of
+            ``torch.nn.functional.scaled_dot_product_attention``. Query t is observation t.
+        times: observation times in nominal steps, ``None`` (τ_i = i), ``(T,)`` or ``(B, T)``;
+            strictly increasing over each sequence's valid positions.
+        causal: query t integrates over [τ_0, τ_t]; otherwise every query integrates over its
+            whole sequence.
+        sink: the extra point at τ_1 - ``sink_gap``: ``"zero"`` (k = v = 0), ``"repeat"``
+            (a copy of the first observation), ``"learned"`` (``sink_k``/``sink_v`` of shape
+            ``(H, D)``) or ``"none"`` (no extra point).
+        lengths: ``(B,)`` valid lengths (right padding). Padded keys take no part and padded
+            query rows output 0.
+        scale: score scale, default ``D ** -0.5``.
+        backend: ``"torch"`` (exact PyTorch path), ``"triton"`` (fused kernel) or ``"auto"``
+            (the fastest correct backend available for these inputs).
+
+    Returns:
+        ``(B, H, T, Dv)`` in the dtype of ``q``. Half-precision inputs are computed in float32.
+    """
+    B, H, T, D = _check_qkv(q, k, v)
+    _check_choice("sink", sink, SINKS)
+    _check_choice("backend", backend, BACKENDS)
+    lengths = _check_lengths(lengths, B, T, q.device)
+    times = _check_times(times, B, T, lengths, q.device)
+    if not (isinstance(sink_gap, (int, float)) and math.isfinite(sink_gap) and sink_gap > 0):
+        raise ValueError(f"sink_gap must be a positive finite number of nominal steps, got {sink_gap!r}")
+    if scale is None:
+        scale = D**-0.5
+    elif not (isinstance(scale, (int, float)) and math.isfinite(scale)):
+        raise ValueError(f"scale must be a finite number, got {scale!r}")
+    sink_k, sink_v = _check_sink_params(sink, sink_k, sink_v, q, v)
+
+    impl = backends.select(backend, q, D, v.shape[-1])
+    work = torch.float64 if q.dtype == torch.float64 else torch.float32
+    q_, k_, v_ = q.to(work), k.to(work), v.to(work)
+    if lengths is not None:  # padded positions may hold anything (NaN too): they take no part
+        pad = (torch.arange(T, device=q.device) >= lengths[:, None])[:, None, :, None]
+        q_, k_, v_ = q_.masked_fill(pad, 0.0), k_.masked_fill(pad, 0.0), v_.masked_fill(pad, 0.0)
+
+    k_ext, v_ext = _with_sink_point(sink, k_, v_, sink_k, sink_v, work)
+    log_delta = _segment_log_lengths(times, sink_gap, T, q.device).to(work)
+    first = 2 if sink == "none" else 1
+    layout = SegmentLayout(lengths, T, causal, first, q.device)
+    out = impl(q_, k_ext, v_ext, log_delta, layout, float(scale))
+    if sink == "none":
+        # A zero-length integral (t = 1 causal, or a one-key sequence) is defined by its limit: v_1.
+        lone = layout.last < first  # (B|1, T), padded rows included: fixed up just below
+        out = torch.where(lone[:, None, :, None], v_ext[:, :, 1:2], out)
+        if lengths is not None:
+            out = out.masked_fill(pad, 0.0)
+    return out.to(q.dtype)
+
+
+def _check_choice(name: str, value, options) -> None:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}")
+
+
+def _check_qkv(q, k, v) -> tuple[int, int, int, int]:
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor of shape (B, H, T, D), got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must have shape (B, H, T, D) (4 dimensions), got shape {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if k.shape != q.shape:
+        raise ValueError(f"k must have the shape of q {tuple(q.shape)}, got {tuple(k.shape)}")
+    if v.shape[:3] != q.shape[:3]:
+        raise ValueError(f"v must have shape (B, H, T, Dv) = {tuple(q.shape[:3])} + (Dv,), got {tuple(v.shape)}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+    B, H, T, D = q.shape
+    if min(B, H, T, D, v.shape[-1]) == 0:
+        raise ValueError(f"q, k, v must be non-empty, got shapes {tuple(q.shape)} and {tuple(v.shape)}")
+    return B, H, T, D
+
+
+def _check_lengths(lengths, B: int, T: int, device) -> torch.Tensor | None:
+    if lengths is None:
+        return None
+    if not isinstance(lengths, torch.Tensor):
+        lengths = torch.as_tensor(lengths)
+    if lengths.shape != (B,):
+        raise ValueError(f"lengths must have shape (B,) = ({B},), got {tuple(lengths.shape)}")
+    if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be an integer tensor, got dtype {lengths.dtype}")
+    if lengths.device != device:
+        raise ValueError(f"lengths must be on the device of q ({device}), got {lengths.device}")
+    lo, hi = int(lengths.min()), int(lengths.max())
+    if lo < 1 or hi > T:
+        raise ValueError(f"lengths must lie in [1, T={T}] (at least one valid observation), got min {lo}, max {hi}")
+    if lo == T:
+        return None
+    return lengths.long()
+
+
+def _check_times(times, B: int, T: int, lengths, device) -> torch.Tensor | None:
+    if times is None:
+        return None
+    if not isinstance(times, torch.Tensor):
+        raise ValueError(f"times must be a tensor of shape (T,) or (B, T), got {type(times).__name__}")
+    if times.shape not in ((T,), (B, T)):
+        raise ValueError(f"times must have shape (T,) = ({T},) or (B, T) = ({B}, {T}), got {tuple(times.shape)}")
+    if times.device != device:
+        raise ValueError(f"times must be on the device of q ({device}), got {times.device}")
+    if not times.is_floating_point():
+        times = times.to(torch.float64)
+    t2 = times.reshape(-1, T)
+    valid = torch.ones_like(t2, dtype=torch.bool)
+    if lengths is not None:
+        valid = torch.arange(T, device=device) < lengths.view(-1, 1)
+        t2 = t2.expand(valid.shape[0], T)
+    if not bool(torch.isfinite(t2[valid]).all()):
+        raise ValueError("times must be finite at every valid position (found NaN or inf)")
+    if T > 1:
+        steps = (t2[:, 1:] - t2[:, :-1])[valid[:, 1:]]
+        if steps.numel() and not bool((steps > 0).all()):
+            raise ValueError(
+                "times must be strictly increasing over each sequence's valid positions "
+                "(found a repeated or decreasing timestamp); sort observations and drop duplicates"
+            )
+    return times
+
+
+def _check_sink_params(sink, sink_k, sink_v, q, v):
+    if sink != "learned":
+        if sink_k is not None or sink_v is not None:
+            raise ValueError(f"sink_k / sink_v are only used with sink='learned', got sink={sink!r}")
+        return None, None
+    H, D, Dv = q.shape[1], q.shape[-1], v.shape[-1]
+    for name, p, shape in (("sink_k", sink_k, (H, D)), ("sink_v", sink_v, (H, Dv))):
+        if p is None:
+            raise ValueError(f"sink='learned' needs {name} of shape (H, D) = {shape}; pass the learned parameter")
+        if not isinstance(p, torch.Tensor) or tuple(p.shape) != shape:
+            got = tuple(p.shape) if isinstance(p, torch.Tensor) else type(p).__name__
+            raise ValueError(f"{name} must have shape (H, D) = {shape}, got {got}")
+        if p.device != q.device:
+            raise ValueError(f"{name} must be on the device of q ({q.device}), got {p.device}")
+        if not p.is_floating_point():
+            raise ValueError(f"{name} must be floating point, got dtype {p.dtype}")
+    return sink_k, sink_v
+
+
+def _with_sink_point(sink, k, v, sink_k, sink_v, work):
+    """Prepend point 0. Autograd routes its gradient: to k_1/v_1 (repeat), the parameters (learned)."""
+    B, H = k.shape[:2]
+    if sink == "zero":
+        k0, v0 = k.new_zeros(B, H, 1, k.shape[-1]), v.new_zeros(B, H, 1, v.shape[-1])
+    elif sink in ("repeat", "none"):  # for "none" point 0 exists but its segment is switched off
+        k0, v0 = k[:, :, :1], v[:, :, :1]
+    else:
+        k0 = sink_k.to(work)[None, :, None, :].expand(B, H, 1, k.shape[-1])
+        v0 = sink_v.to(work)[None, :, None, :].expand(B, H, 1, v.shape[-1])
+    return torch.cat([k0, k], dim=2), torch.cat([v0, v], dim=2)
+
+
+def _segment_log_lengths(times, sink_gap: float, T: int, device) -> torch.Tensor:
+    """log Δ_j for segments j = 1..T, shape (B|1, T); Δ_1 = sink_gap. Padded entries are unused."""
+    if times is None:
+        log_delta = torch.zeros(1, T, device=device, dtype=torch.float64)
+        log_delta[:, 0] = math.log(sink_gap)
+        return log_delta
+    t2 = times.reshape(-1, T)
+    delta = torch.diff(t2, dim=-1, prepend=t2[:, :1] - sink_gap)  # differences in the times' own dtype
+    delta = torch.where(delta > 0, delta, torch.ones_like(delta))  # padded positions: any finite value
+    return torch.log(delta.to(torch.float64))

@@ -1,0 +1,86 @@
+"""The segment integrals of continuous attention, evaluated stably on u <= 0.
+
+A segment joins two points whose scores are ``hi >= lo``; with ``u = lo - hi <= 0`` and the
+segment parametrised from the ``hi`` end (s = 0) to the ``lo`` end (s = 1), every quantity the
+forward and backward passes need is ``Δ e^hi`` times one of the moments
+
+    φ1(u) = ∫ e^{su},  φ2(u) = ∫ (1-s) e^{su},  χ(u) = ∫ s e^{su},
+    φ3(u) = ∫ (1-s)² e^{su},  φ23(u) = ∫ s(1-s) e^{su},  ψ3(u) = ∫ s² e^{su}
+
+(integrals over s in [0, 1]). On u <= 0 all of them lie in (0, 1], so nothing overflows whatever the
+score magnitude. Their closed forms cancel catastrophically near 0, so inside |u| < TAYLOR_CUTOFF we
+sum the Taylor series of the highest-order moment and reach the lower ones by the stable recurrence
+φ_k = 1/k! + u φ_{k+1}; outside, the closed forms are accurate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+TAYLOR_CUTOFF = 1.0
+
+
+def _taylor_terms(dtype: torch.dtype) -> int:
+    """Terms that bring the truncation error below the dtype's round-off at |u| = 1."""
+    return 18 if dtype == torch.float64 else 10
+
+
+def _horner(u: torch.Tensor, coefficients: list[float]) -> torch.Tensor:
+    acc = torch.full_like(u, coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        acc = acc * u + c
+    return acc
+
+
+def _phi2_taylor(u: torch.Tensor) -> torch.Tensor:
+    n = _taylor_terms(u.dtype)
+    return _horner(u, [1.0 / math.factorial(k + 2) for k in range(n)])
+
+
+def _phi3_taylor(u: torch.Tensor) -> torch.Tensor:
+    n = _taylor_terms(u.dtype)
+    return _horner(u, [2.0 / math.factorial(k + 3) for k in range(n)])
+
+
+def forward_moments(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(φ2, χ) at u <= 0: the weights a segment puts on its high and its low endpoint."""
+    small = u > -TAYLOR_CUTOFF
+    # Taylor branch: φ2 by series, φ1 = 1 + u φ2, χ = φ1 - φ2 (no cancellation for |u| < 1).
+    us = torch.where(small, u, torch.zeros_like(u))
+    p2_s = _phi2_taylor(us)
+    chi_s = 1.0 + us * p2_s - p2_s
+    # Closed branch (u <= -1): χ = (e^u (u - 1) + 1) / u², φ2 = φ1 - χ with φ1 = (e^u - 1) / u.
+    ul = torch.where(small, torch.full_like(u, -TAYLOR_CUTOFF), u)
+    e = torch.exp(ul)
+    inv = 1.0 / ul
+    chi_l = (e * (ul - 1.0) + 1.0) * inv * inv
+    p2_l = (e - 1.0) * inv - chi_l
+    return torch.where(small, p2_s, p2_l), torch.where(small, chi_s, chi_l)
+
+
+def all_moments(u: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(φ2, χ, φ3, φ23, ψ3) at u <= 0: forward weights and their score derivatives."""
+    small = u > -TAYLOR_CUTOFF
+    us = torch.where(small, u, torch.zeros_like(u))
+    p3_s = _phi3_taylor(us)
+    p2_s = 0.5 + 0.5 * us * p3_s
+    p1_s = 1.0 + us * p2_s
+    chi_s = p1_s - p2_s
+    p23_s = p2_s - p3_s
+    psi_s = chi_s - p23_s
+
+    ul = torch.where(small, torch.full_like(u, -TAYLOR_CUTOFF), u)
+    e = torch.exp(ul)
+    inv = 1.0 / ul
+    inv2 = inv * inv
+    inv3 = inv2 * inv
+    chi_l = (e * (ul - 1.0) + 1.0) * inv2
+    p2_l = (e - 1.0) * inv - chi_l
+    p23_l = (e * (ul - 2.0) + ul + 2.0) * inv3
+    p3_l = p2_l - p23_l
+    psi_l = (e * (ul * ul - 2.0 * ul + 2.0) - 2.0) * inv3
+
+    pick = lambda s, l: torch.where(small, s, l)  # noqa: E731
+    return pick(p2_s, p2_l), pick(chi_s, chi_l), pick(p3_s, p3_l), pick(p23_s, p23_l), pick(psi_s, psi_l)

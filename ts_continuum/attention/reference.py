@@ -1,0 +1,166 @@
+"""The exact PyTorch path of continuous attention: the readable specification of the op.
+
+Everything here works on the *extended* sequence: point 0 is the sink (or, for ``sink="none"``,
+a copy of point 1 whose segment is switched off), points 1..T are the observations. Segment j
+(j = 1..T, tensor index j - 1) joins points j-1 and j and has length Δ_j. For one query and one
+segment with scores x = a_{j-1}, y = a_j, the closed form of docs/continuous-attention.md §2 gives
+
+    weight on v_{j-1}:  wL_j = Δ_j e^{max(x,y)} (φ2(u) if x >= y else χ(u))
+    weight on v_j:      wR_j = Δ_j e^{max(x,y)} (χ(u) if x >= y else φ2(u)),   u = -|x - y|
+
+and o = Σ_j (wL_j v_{j-1} + wR_j v_j) / Σ_j (wL_j + wR_j). The backward pass is the closed form of
+§4, recomputed from the saved row log-normaliser as FlashAttention does, so nothing of size T x T
+outlives a chunk of queries: memory is O(T · chunk) forward and backward.
+
+Which segments a query integrates over is described by two numbers per query row: segments
+``first <= j <= last`` (1-based). ``last`` is 0 for padded query rows, which then output 0.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .phi import all_moments, forward_moments
+
+# Elements (batch x heads x query-chunk x keys) of one score tile; sized so the temporaries
+# of a tile stay around a few hundred MB in float32 whatever T is.
+TILE_ELEMENTS = 1 << 23
+
+
+def query_chunk(batch_heads: int, keys: int) -> int:
+    """Queries per tile so that one tile holds about ``TILE_ELEMENTS`` scores."""
+    return max(1, TILE_ELEMENTS // max(1, batch_heads * keys))
+
+
+def segment_log_lengths(last: torch.Tensor, first: int, log_delta: torch.Tensor) -> torch.Tensor:
+    """log Δ_j for the segments a query row integrates over, -inf elsewhere.
+
+    ``last``: (B|1, 1, C, 1) last valid segment per query row; ``log_delta``: (B|1, T) per segment.
+    Returns (B|1, 1, C, T).
+    """
+    j = torch.arange(1, log_delta.shape[-1] + 1, device=log_delta.device)
+    valid = (j >= first) & (j <= last)
+    return torch.where(valid, log_delta[:, None, None, :], float("-inf"))
+
+
+def _endpoint_scores(q: torch.Tensor, k_ext: torch.Tensor, scale: float):
+    a = torch.matmul(q * scale, k_ext.transpose(-1, -2))  # (B, H, C, T+1)
+    x, y = a[..., :-1], a[..., 1:]
+    return x, y, torch.maximum(x, y), -(x - y).abs(), x >= y
+
+
+def forward_tile(
+    q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, log_len: torch.Tensor, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Output and row log-normaliser (LSE) for one tile of queries (all float32/64)."""
+    x, y, top, u, left_high = _endpoint_scores(q, k_ext, scale)
+    top_valid = torch.where(torch.isfinite(log_len), top, float("-inf"))
+    m = top_valid.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # rows without segments
+    e = torch.exp(top - m + log_len)  # Δ e^{max(x,y) - m}, 0 off the integration range
+    p_high, p_low = forward_moments(u)
+    w_left = e * torch.where(left_high, p_high, p_low)
+    w_right = e * torch.where(left_high, p_low, p_high)
+    z = w_left.sum(-1, keepdim=True) + w_right.sum(-1, keepdim=True)
+    n = torch.matmul(w_left, v_ext[..., :-1, :]) + torch.matmul(w_right, v_ext[..., 1:, :])
+    has = z > 0
+    z_safe = torch.where(has, z, torch.ones_like(z))
+    out = n / z_safe
+    lse = torch.where(has, m + torch.log(z_safe), torch.zeros_like(m))
+    return out, lse.squeeze(-1)
+
+
+def backward_tile(
+    q: torch.Tensor,
+    k_ext: torch.Tensor,
+    v_ext: torch.Tensor,
+    out: torch.Tensor,
+    grad_out: torch.Tensor,
+    lse: torch.Tensor,
+    log_len: torch.Tensor,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients for one tile: dq, and the left/right contributions to dk_ext and dv_ext.
+
+    Returns (dq, dk_left, dk_right, dv_left, dv_right) where the ``left`` parts belong to points
+    0..T-1 and the ``right`` parts to points 1..T of the extended sequence.
+    """
+    x, y, top, u, left_high = _endpoint_scores(q, k_ext, scale)
+    c = torch.exp(top - lse.unsqueeze(-1) + log_len)  # Δ e^{max(x,y)} / Z
+    delta = (grad_out * out).sum(-1, keepdim=True)
+    g = torch.matmul(grad_out, v_ext.transpose(-1, -2))  # dO · v_i
+    g_left, g_right = g[..., :-1] - delta, g[..., 1:] - delta
+    p2, chi, p3, p23, psi = all_moments(u)
+    # ∂wL/∂x, ∂wR/∂y: φ3 on the high endpoint, ψ3 on the low one; cross terms are φ2 - φ3.
+    d_left_self = torch.where(left_high, p3, psi)
+    d_right_self = torch.where(left_high, psi, p3)
+    da_left = c * (g_left * d_left_self + g_right * p23)
+    da_right = c * (g_left * p23 + g_right * d_right_self)
+    p_left = c * torch.where(left_high, p2, chi)
+    p_right = c * torch.where(left_high, chi, p2)
+
+    dq = (torch.matmul(da_left, k_ext[..., :-1, :]) + torch.matmul(da_right, k_ext[..., 1:, :])) * scale
+    dk_left = torch.matmul(da_left.transpose(-1, -2), q) * scale
+    dk_right = torch.matmul(da_right.transpose(-1, -2), q) * scale
+    dv_left = torch.matmul(p_left.transpose(-1, -2), grad_out)
+    dv_right = torch.matmul(p_right.transpose(-1, -2), grad_out)
+    return dq, dk_left, dk_right, dv_left, dv_right
+
+
+class SegmentLayout:
+    """Which segments each query row integrates over, independent of the head dimension."""
+
+    def __init__(self, lengths: torch.Tensor | None, seq: int, causal: bool, first: int, device):
+        self.first = first
+        t = torch.arange(1, seq + 1, device=device)
+        total = (lengths if lengths is not None else torch.full((1,), seq, device=device)).view(-1, 1)
+        last = torch.minimum(t, total) if causal else total.expand(-1, seq)
+        self.last = torch.where(t <= total, last, torch.zeros_like(last))  # (B|1, T)
+
+    def tile(self, start: int, stop: int) -> torch.Tensor:
+        return self.last[:, None, start:stop, None]
+
+
+class ContinuousAttentionFunction(torch.autograd.Function):
+    """Chunked forward, closed-form chunked backward: the exact path, O(T · chunk) memory."""
+
+    @staticmethod
+    def forward(ctx, q, k_ext, v_ext, log_delta, layout, scale, kernels):
+        fwd, _ = kernels
+        B, H, T, _ = q.shape
+        step = query_chunk(B * H, T)
+        out = q.new_empty(*q.shape[:-1], v_ext.shape[-1])
+        lse = q.new_empty(B, H, T)
+        for s in range(0, T, step):
+            e = min(T, s + step)
+            log_len = segment_log_lengths(layout.tile(s, e), layout.first, log_delta)
+            out[:, :, s:e], lse[:, :, s:e] = fwd(q[:, :, s:e], k_ext, v_ext, log_len, scale)
+        ctx.save_for_backward(q, k_ext, v_ext, log_delta, out, lse)
+        ctx.layout, ctx.scale, ctx.kernels, ctx.step = layout, scale, kernels, step
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        q, k_ext, v_ext, log_delta, out, lse = ctx.saved_tensors
+        _, bwd = ctx.kernels
+        layout, T = ctx.layout, q.shape[2]
+        grad_out = grad_out.contiguous()
+        dq = torch.empty_like(q)
+        dk = torch.zeros_like(k_ext)
+        dv = torch.zeros_like(v_ext)
+        for s in range(0, T, ctx.step):
+            e = min(T, s + ctx.step)
+            log_len = segment_log_lengths(layout.tile(s, e), layout.first, log_delta)
+            dq_c, dk_l, dk_r, dv_l, dv_r = bwd(
+                q[:, :, s:e], k_ext, v_ext, out[:, :, s:e], grad_out[:, :, s:e], lse[:, :, s:e], log_len, ctx.scale
+            )
+            dq[:, :, s:e] = dq_c
+            dk[:, :, :-1] += dk_l
+            dk[:, :, 1:] += dk_r
+            dv[:, :, :-1] += dv_l
+            dv[:, :, 1:] += dv_r
+        return dq, dk, dv, None, None, None, None
+
+
+EAGER_KERNELS = (forward_tile, backward_tile)

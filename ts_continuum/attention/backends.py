@@ -2,7 +2,15 @@
 
 Every backend is a callable ``(q, k_ext, v_ext, log_delta, layout, scale) -> out`` on the
 extended sequence prepared by :func:`continuous_attention`, so they share one preparation step
-and one test suite.
+and one test suite:
+
+- ``q``: (B, H, T, D) in the caller's dtype; ``k_ext``, ``v_ext``: (B, H, T+1, D|Dv), point 0 is
+  the sink point (for sink "none" a copy of point 1 whose segment is switched off);
+- ``log_delta``: (B|1, T) log segment lengths (float32, or float64 for float64 inputs);
+  segment j (1-based) joins extended points j-1 and j;
+- ``layout``: :class:`SegmentLayout`: query row t integrates over segments
+  ``layout.first <= j <= layout.last[b, t]``; rows with no segment (``last < first``) output 0;
+- returns (B, H, T, Dv) in ``q``'s dtype or float32 (the op casts back), gradients to q, k_ext, v_ext.
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ COMPILE_ENV = "TS_CONTINUUM_COMPILE"
 
 def _torch_path(kernels) -> Backend:
     def run(q, k_ext, v_ext, log_delta, layout, scale):
-        return ContinuousAttentionFunction.apply(q, k_ext, v_ext, log_delta, layout, scale, kernels)
+        work = torch.float64 if q.dtype == torch.float64 else torch.float32  # half inputs: float32 math
+        q, k_ext, v_ext = q.to(work), k_ext.to(work), v_ext.to(work)
+        return ContinuousAttentionFunction.apply(q, k_ext, v_ext, log_delta.to(work), layout, scale, kernels)
 
     return run
 

@@ -47,7 +47,7 @@ def continuous_attention(
             (the fastest correct backend available for these inputs).
 
     Returns:
-        ``(B, H, T, Dv)`` in the dtype of ``q``. Half-precision inputs are computed in float32.
+        ``(B, H, T, Dv)`` in the dtype of ``q``; half-precision inputs accumulate in float32.
     """
     B, H, T, D = _check_qkv(q, k, v)
     _check_choice("sink", sink, SINKS)
@@ -63,17 +63,16 @@ def continuous_attention(
     sink_k, sink_v = _check_sink_params(sink, sink_k, sink_v, q, v)
 
     impl = backends.select(backend, q, D, v.shape[-1])
-    work = torch.float64 if q.dtype == torch.float64 else torch.float32
-    q_, k_, v_ = q.to(work), k.to(work), v.to(work)
     if lengths is not None:  # padded positions may hold anything (NaN too): they take no part
         pad = (torch.arange(T, device=q.device) >= lengths[:, None])[:, None, :, None]
-        q_, k_, v_ = q_.masked_fill(pad, 0.0), k_.masked_fill(pad, 0.0), v_.masked_fill(pad, 0.0)
+        q, k, v = q.masked_fill(pad, 0.0), k.masked_fill(pad, 0.0), v.masked_fill(pad, 0.0)
 
-    k_ext, v_ext = _with_sink_point(sink, k_, v_, sink_k, sink_v, work)
+    k_ext, v_ext = _with_sink_point(sink, k, v, sink_k, sink_v)
+    work = torch.float64 if q.dtype == torch.float64 else torch.float32
     log_delta = _segment_log_lengths(times, sink_gap, T, q.device).to(work)
     first = 2 if sink == "none" else 1
     layout = SegmentLayout(lengths, T, causal, first, q.device)
-    out = impl(q_, k_ext, v_ext, log_delta, layout, float(scale))
+    out = impl(q, k_ext, v_ext, log_delta, layout, float(scale))
     if sink == "none":
         # A zero-length integral (t = 1 causal, or a one-key sequence) is defined by its limit: v_1.
         lone = layout.last < first  # (B|1, T), padded rows included: fixed up just below
@@ -176,7 +175,7 @@ def _check_sink_params(sink, sink_k, sink_v, q, v):
     return sink_k, sink_v
 
 
-def _with_sink_point(sink, k, v, sink_k, sink_v, work):
+def _with_sink_point(sink, k, v, sink_k, sink_v):
     """Prepend point 0. Autograd routes its gradient: to k_1/v_1 (repeat), the parameters (learned)."""
     B, H = k.shape[:2]
     if sink == "zero":
@@ -184,8 +183,8 @@ def _with_sink_point(sink, k, v, sink_k, sink_v, work):
     elif sink in ("repeat", "none"):  # for "none" point 0 exists but its segment is switched off
         k0, v0 = k[:, :, :1], v[:, :, :1]
     else:
-        k0 = sink_k.to(work)[None, :, None, :].expand(B, H, 1, k.shape[-1])
-        v0 = sink_v.to(work)[None, :, None, :].expand(B, H, 1, v.shape[-1])
+        k0 = sink_k.to(k.dtype)[None, :, None, :].expand(B, H, 1, k.shape[-1])
+        v0 = sink_v.to(v.dtype)[None, :, None, :].expand(B, H, 1, v.shape[-1])
     return torch.cat([k0, k], dim=2), torch.cat([v0, v], dim=2)
 
 

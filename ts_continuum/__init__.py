@@ -1,7 +1,8 @@
 """ts-continuum: time-series forecasting with continuous softmax attention."""
 
 from .attention import continuous_attention
+from .data import load_dataset
 
 __version__ = "0.1.0"
 
-__all__ = ["continuous_attention", "__version__"]
+__all__ = ["continuous_attention", "load_dataset", "__version__"]

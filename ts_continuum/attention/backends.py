@@ -28,13 +28,16 @@ Backend = Callable[..., torch.Tensor]
 COMPILE_ENV = "TS_CONTINUUM_COMPILE"
 
 
-def _torch_path(kernels) -> Backend:
-    def run(q, k_ext, v_ext, log_delta, layout, scale):
+class TorchPath:
+    """The exact path with a pair of tile functions (eager or compiled)."""
+
+    def __init__(self, kernels):
+        self.kernels = kernels
+
+    def __call__(self, q, k_ext, v_ext, log_delta, layout, scale):
         work = torch.float64 if q.dtype == torch.float64 else torch.float32  # half inputs: float32 math
         q, k_ext, v_ext = q.to(work), k_ext.to(work), v_ext.to(work)
-        return ContinuousAttentionFunction.apply(q, k_ext, v_ext, log_delta.to(work), layout, scale, kernels)
-
-    return run
+        return ContinuousAttentionFunction.apply(q, k_ext, v_ext, log_delta.to(work), layout, scale, self.kernels)
 
 
 class _CompiledTiles:
@@ -78,7 +81,7 @@ def compiled_torch_path() -> Backend:
     global _compiled
     if _compiled is None:
         _compiled = _CompiledTiles()
-    return _torch_path((_compiled.forward, _compiled.backward))
+    return TorchPath((_compiled.forward, _compiled.backward))
 
 
 def triton_available(device: torch.device) -> tuple[bool, str]:
@@ -100,7 +103,7 @@ def triton_available(device: torch.device) -> tuple[bool, str]:
 def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int) -> Backend:
     """The backend callable for ``name`` ("auto", "torch" or "triton") and these inputs."""
     if name == "torch":
-        return _torch_path(EAGER_KERNELS)
+        return TorchPath(EAGER_KERNELS)
     if name == "triton":
         ok, why = triton_available(q.device)
         if not ok:
@@ -119,4 +122,4 @@ def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int) -> Backend
             return triton_backend
     if compile_enabled() and not torch.compiler.is_compiling():
         return compiled_torch_path()
-    return _torch_path(EAGER_KERNELS)
+    return TorchPath(EAGER_KERNELS)

@@ -1,0 +1,73 @@
+"""Every bad argument of continuous_attention gets a ValueError naming it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ts_continuum import continuous_attention
+
+
+def qkv(B=2, H=2, T=5, D=4, dtype=torch.float32):
+    return tuple(torch.randn(B, H, T, D, dtype=dtype) for _ in range(3))
+
+
+def call(**overrides):
+    q, k, v = qkv()
+    args = dict(q=q, k=k, v=v)
+    args.update(overrides)
+    q, k, v = args.pop("q"), args.pop("k"), args.pop("v")
+    return continuous_attention(q, k, v, backend=args.pop("backend", "torch"), **args)
+
+
+@pytest.mark.parametrize(
+    "overrides,match",
+    [
+        (dict(q=torch.randn(2, 5, 4)), r"q must have shape \(B, H, T, D\)"),
+        (dict(k=torch.randn(2, 2, 6, 4)), "k must have the shape of q"),
+        (dict(v=torch.randn(2, 2, 6, 4)), "v must have shape"),
+        (dict(v=torch.randn(2, 2, 5, 4, dtype=torch.float64)), "share one dtype"),
+        (dict(q=torch.ones(2, 2, 5, 4, dtype=torch.long)), "q must be a floating-point tensor"),
+        (dict(q=[[1.0]]), "q must be a torch.Tensor"),
+        (dict(times=torch.arange(4.0)), r"times must have shape \(T,\)"),
+        (dict(times=torch.tensor([0.0, 1.0, 1.0, 2.0, 3.0])), "strictly increasing"),
+        (dict(times=torch.tensor([0.0, 2.0, 1.0, 3.0, 4.0])), "strictly increasing"),
+        (dict(times=torch.tensor([0.0, 1.0, float("nan"), 3.0, 4.0])), "finite"),
+        (dict(times=torch.tensor([0.0, 1.0, 2.0, 3.0, float("inf")])), "finite"),
+        (dict(times=[0.0, 1.0, 2.0, 3.0, 4.0]), "times must be a tensor"),
+        (dict(lengths=torch.tensor([5, 0])), r"lengths must lie in \[1, T=5\]"),
+        (dict(lengths=torch.tensor([6, 2])), r"lengths must lie in \[1, T=5\]"),
+        (dict(lengths=torch.tensor([5])), r"lengths must have shape \(B,\)"),
+        (dict(lengths=torch.tensor([5.0, 2.0])), "lengths must be an integer tensor"),
+        (dict(sink="first"), "sink must be one of"),
+        (dict(sink="learned"), "sink='learned' needs sink_k"),
+        (dict(sink="learned", sink_k=torch.zeros(2, 4)), "sink='learned' needs sink_v"),
+        (dict(sink="learned", sink_k=torch.zeros(3, 4), sink_v=torch.zeros(2, 4)), r"sink_k must have shape \(H, D\)"),
+        (dict(sink="zero", sink_k=torch.zeros(2, 4)), "only used with sink='learned'"),
+        (dict(sink_gap=0.0), "sink_gap must be a positive"),
+        (dict(sink_gap=float("nan")), "sink_gap must be a positive"),
+        (dict(scale=float("inf")), "scale must be a finite number"),
+        (dict(backend="cuda"), "backend must be one of"),
+    ],
+)
+def test_bad_arguments_raise_value_error(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        call(**overrides)
+
+
+def test_unsorted_times_beyond_the_valid_length_are_ignored():
+    times = torch.tensor([[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 1.0, 5.0, 0.0, float("nan")]])
+    out = call(times=times, lengths=torch.tensor([5, 3]))
+    assert torch.isfinite(out).all()
+
+
+def test_unsorted_times_within_the_valid_length_are_refused_per_sequence():
+    times = torch.tensor([[0.0, 1.0, 2.0, 3.0, 4.0], [0.0, 2.0, 1.0, 5.0, 6.0]])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        call(times=times, lengths=torch.tensor([5, 3]))
+
+
+def test_triton_backend_on_cpu_without_interpreter_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError, match="backend='triton' is unavailable"):
+        call(backend="triton")

@@ -1,5 +1,7 @@
 """Data: bundled datasets, protocol splits and windows, the irregular regime, Lightning data modules."""
 
 from .bundled import load_dataset
+from .datamodule import ForecastDataModule
+from .windows import IrregularRegime, WindowDataset, split_rows
 
-__all__ = ["load_dataset"]
+__all__ = ["load_dataset", "ForecastDataModule", "IrregularRegime", "WindowDataset", "split_rows"]

@@ -1,0 +1,32 @@
+"""Rotary position embedding by real timestamps (continuous-time RoPE).
+
+Standard RoPE rotates query/key channel pairs by ``position × θ_i``; using each token's real
+timestamp instead of its index makes q·k depend on the true time difference, which is exact on
+irregular data and identical to standard RoPE on a regular grid.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def rope_frequencies(head_dim: int, base: float = 10000.0, device=None) -> torch.Tensor:
+    if head_dim % 2:
+        raise ValueError(f"rotary embeddings need an even head dimension, got {head_dim}")
+    return base ** (-torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+
+
+def apply_rope(x: torch.Tensor, times: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotate ``x`` (B, H, T, D) by ``times`` ((T,) or (B, T), any real values).
+
+    Channel pairs are (i, i + D/2) (the "rotate half" layout).
+    """
+    D = x.shape[-1]
+    freqs = rope_frequencies(D, base, x.device)
+    t = times.to(torch.float32)
+    angles = t[..., None] * freqs  # (B|., T, D/2)
+    if angles.dim() == 3:
+        angles = angles[:, None]  # (B, 1, T, D/2)
+    cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
+    x1, x2 = x[..., : D // 2], x[..., D // 2 :]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)

@@ -1,0 +1,153 @@
+"""The long-term forecasting protocol: splits, scaling, sliding windows and the irregular regime.
+
+Splits (Informer/Autoformer protocol, also used by PatchTST):
+- ETT hourly: train rows [0, 8640), val [8640 - L, 11520), test [11520 - L, 14400);
+- ETT 15-minute: the same months, four times the rows;
+- any other series: 70 / 10 / 20 % in time order, val and test starting L rows early.
+A window starting at row s has inputs rows [s, s + L) and targets rows [s + L, s + L + H); every
+window whose targets lie inside the split is kept (no dropped last batch at test time).
+
+The irregular regime removes a fraction of the *input* observations (independently per channel
+or whole time steps) and may jitter timestamps. The removal pattern is drawn once per series and
+seed, so overlapping windows agree on which observations exist, as with a genuinely irregular
+sensor. Targets stay the full regular future, so every regime is scored on identical targets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+ETT_HOUR_BORDERS = (8640, 11520, 14400)
+DROP_MODES = ("channel", "step")
+
+
+def split_rows(name: str | None, n_rows: int, lookback: int) -> dict[str, tuple[int, int]]:
+    """Row ranges [start, end) of the train/val/test splits for a dataset of ``n_rows`` rows."""
+    key = (name or "").lower()
+    if key in ("etth1", "etth2", "ettm1", "ettm2"):
+        factor = 4 if key.startswith("ettm") else 1
+        a, b, c = (factor * r for r in ETT_HOUR_BORDERS)
+        return {"train": (0, a), "val": (a - lookback, b), "test": (b - lookback, c)}
+    n_train, n_test = int(n_rows * 0.7), int(n_rows * 0.2)
+    n_val = n_rows - n_train - n_test
+    return {
+        "train": (0, n_train),
+        "val": (n_train - lookback, n_train + n_val),
+        "test": (n_rows - n_test - lookback, n_rows),
+    }
+
+
+@dataclass(frozen=True)
+class IrregularRegime:
+    """How inputs are thinned and their timestamps disturbed; deterministic per ``seed``."""
+
+    drop: float = 0.0
+    mode: str = "channel"
+    jitter: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self):
+        if not 0.0 <= self.drop < 1.0:
+            raise ValueError(f"drop must be a fraction in [0, 1), got {self.drop!r}")
+        if self.mode not in DROP_MODES:
+            raise ValueError(f"drop_mode must be one of {DROP_MODES}, got {self.mode!r}")
+        if not 0.0 <= self.jitter < 0.5:
+            raise ValueError(f"jitter must lie in [0, 0.5) nominal steps (to keep time order), got {self.jitter!r}")
+
+    @property
+    def is_regular(self) -> bool:
+        return self.drop == 0.0 and self.jitter == 0.0
+
+    def observation_mask(self, n_rows: int, n_channels: int, max_gap: int) -> np.ndarray:
+        """(n_rows, n_channels) bool, True = observed. No gap exceeds ``max_gap`` rows, so every
+        window of ``max_gap + 1`` rows sees each channel at least once."""
+        rng = np.random.default_rng([self.seed, 1])
+        shape = (n_rows, n_channels) if self.mode == "channel" else (n_rows, 1)
+        keep = rng.random(shape) >= self.drop
+        for c in range(keep.shape[1]):
+            kept = np.flatnonzero(keep[:, c])
+            if np.diff(np.concatenate([[-1], kept, [n_rows]])).max() - 1 <= max_gap:
+                continue  # the usual case: no overlong gap
+            run = 0
+            for r in range(n_rows):  # restore one observation in every gap longer than max_gap
+                run = 0 if keep[r, c] else run + 1
+                if run > max_gap:
+                    keep[r, c], run = True, 0
+        return np.broadcast_to(keep, (n_rows, n_channels)).copy()
+
+    def time_offsets(self, n_rows: int) -> np.ndarray:
+        """Jitter of each row's timestamp in nominal steps, uniform in [-jitter, jitter]."""
+        if self.jitter == 0.0:
+            return np.zeros(n_rows)
+        rng = np.random.default_rng([self.seed, 2])
+        return rng.uniform(-self.jitter, self.jitter, n_rows)
+
+
+class WindowDataset(Dataset):
+    """Sliding windows over rows [start, end) of a scaled (rows, channels) array.
+
+    Items are dicts: ``x`` (L, C) inputs, NaN where not observed; ``x_mask`` (L, C) bool;
+    ``x_time`` (L,) input times in nominal steps relative to the last input slot (0);
+    ``y`` (H, C) targets; ``y_time`` (H,) = 1..H.
+    With ``interpolate``, dropped inputs are filled by linear interpolation between the window's
+    own observations (the conventional baseline: no look-ahead past the forecast origin).
+    """
+
+    def __init__(
+        self,
+        values: np.ndarray,
+        start: int,
+        end: int,
+        lookback: int,
+        horizon: int,
+        mask: np.ndarray | None = None,
+        time_offsets: np.ndarray | None = None,
+        interpolate: bool = False,
+    ):
+        self.values = np.ascontiguousarray(values, dtype=np.float32)
+        self.start, self.lookback, self.horizon = start, lookback, horizon
+        self.count = end - start - lookback - horizon + 1
+        if self.count < 1:
+            raise ValueError(
+                f"rows [{start}, {end}) hold {end - start} rows: too few for one window of lookback {lookback} "
+                f"+ horizon {horizon}; use a shorter lookback/horizon or more data"
+            )
+        self.mask = mask
+        self.offsets = None if time_offsets is None else time_offsets.astype(np.float32)
+        self.interpolate = interpolate
+        self.y_time = torch.arange(1, horizon + 1, dtype=torch.float32)
+        self.grid = np.arange(-lookback + 1, 1, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        s = self.start + i
+        x = self.values[s : s + self.lookback].copy()
+        y = self.values[s + self.lookback : s + self.lookback + self.horizon]
+        t = self.grid.copy()
+        if self.offsets is not None:
+            t += self.offsets[s : s + self.lookback]
+        if self.mask is None:
+            m = np.ones_like(x, dtype=bool)
+        else:
+            m = self.mask[s : s + self.lookback]
+            if self.interpolate:
+                for c in range(x.shape[1]):
+                    x[:, c] = np.interp(self.grid, t[m[:, c]], x[m[:, c], c])
+                m, t = np.ones_like(m), self.grid.copy()
+            else:
+                x[~m] = np.nan
+        return {
+            "x": torch.from_numpy(x),
+            "x_mask": torch.from_numpy(np.ascontiguousarray(m)),
+            "x_time": torch.from_numpy(t),
+            "y": torch.from_numpy(np.ascontiguousarray(y)),
+            "y_time": self.y_time,
+        }

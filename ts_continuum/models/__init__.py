@@ -1,0 +1,23 @@
+"""Forecasting models: plain ``nn.Module``s, usable without Lightning."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from .encoder import EncoderTransformer
+from .patchtst import PatchTST
+
+MODELS: dict[str, type[nn.Module]] = {"patchtst": PatchTST, "encoder": EncoderTransformer}
+
+
+def build_model(name: str, **kwargs) -> nn.Module:
+    """A model by short name ("patchtst", "encoder") or class name, with its keyword arguments."""
+    key = name.lower()
+    by_class = {cls.__name__.lower(): cls for cls in MODELS.values()}
+    cls = MODELS.get(key) or by_class.get(key)
+    if cls is None:
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}")
+    return cls(**kwargs)
+
+
+__all__ = ["PatchTST", "EncoderTransformer", "MODELS", "build_model"]

@@ -1,0 +1,101 @@
+"""An encoder-only Transformer whose tokens are the observation times themselves.
+
+Each token is one time step at which at least one channel was observed: its values (RevIN-scaled,
+unobserved channels zeroed) and the observation mask go through a linear embedding, so a missing
+value is visible to the model as missing, never a silent zero. Token timestamps go to continuous
+attention and to RoPE; learned positions index tokens from the most recent one. A pooled
+summary (masked mean and last token) feeds a linear head to horizon x channels.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .layers import POS_ENCODINGS, Encoder, RevIN, check_option
+from .packing import is_regular, pack, right_align, slot_index
+
+
+class EncoderTransformer(nn.Module):
+    def __init__(
+        self,
+        n_channels: int,
+        lookback: int = 96,
+        horizon: int = 96,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 128,
+        dropout: float = 0.1,
+        attention: str = "softmax",
+        pos_encoding: str = "learned",
+        sink: str = "zero",
+        revin: bool = True,
+        attention_backend: str = "auto",
+    ):
+        super().__init__()
+        for name, value in (("n_channels", n_channels), ("lookback", lookback), ("horizon", horizon)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.config = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        self.n_channels, self.lookback, self.horizon = n_channels, lookback, horizon
+        self.pos_encoding = check_option("pos_encoding", pos_encoding, POS_ENCODINGS)
+        self.revin = RevIN(n_channels) if revin else None
+        self.embed = nn.Linear(2 * n_channels, d_model)  # [values, observed mask]
+        if pos_encoding == "learned":
+            self.pos = nn.Parameter(torch.empty(lookback, d_model).uniform_(-0.02, 0.02))
+        self.dropout = nn.Dropout(dropout)
+        self.encoder = Encoder(
+            n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, norm="layer",
+            attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend,
+        )
+        self.head = nn.Linear(2 * d_model, horizon * n_channels)
+
+    def set_attention(self, kind: str) -> None:
+        """Switch every layer to ``"softmax"`` or ``"continuous"`` attention (same parameters)."""
+        self.encoder.set_attention(kind)
+        self.config["attention"] = kind
+
+    def forward(
+        self, x: torch.Tensor, x_mask: torch.Tensor | None = None, x_time: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """x: (B, L, C) scaled values (anything where ``x_mask`` is False); x_mask: (B, L, C) bool;
+        x_time: (B, L) or (L,) times in nominal steps. Returns (B, horizon, C)."""
+        B, L, C = x.shape
+        if (L, C) != (self.lookback, self.n_channels):
+            raise ValueError(f"x must have shape (B, {self.lookback}, {self.n_channels}), got {tuple(x.shape)}")
+        stats = None
+        if self.revin is not None:
+            x, stats = self.revin.normalize(x, x_mask)
+        observed = x_mask if x_mask is not None else torch.ones_like(x, dtype=torch.bool)
+        feats = torch.cat([torch.where(observed, x, torch.zeros_like(x)), observed.to(x.dtype)], dim=-1)
+        if is_regular(x_mask, x_time):
+            times, lengths = None, None
+            tokens = self.embed(feats)
+            if self.pos_encoding == "learned":
+                tokens = tokens + self.pos
+        else:
+            t = x_time if x_time is not None else torch.arange(-L + 1, 1, device=x.device, dtype=x.dtype)
+            t = t.expand(B, L) if t.dim() == 1 else t
+            step_seen = observed.any(-1)
+            lengths, (feats, times) = pack(step_seen, feats, t)
+            if bool((lengths == 0).any()):
+                raise ValueError("every window needs at least one observed time step")
+            tokens = self.embed(feats)
+            if self.pos_encoding == "learned":
+                tokens = tokens + self.pos[slot_index(lengths, L)]
+            times = torch.where(torch.arange(L, device=x.device) < lengths[:, None], times, times.amax(1, keepdim=True)
+                                + torch.arange(1, L + 1, device=x.device))  # padded times: any increasing values
+            if bool((lengths == L).all()):
+                lengths = None
+        z = self.encoder(self.dropout(tokens), times, lengths)
+        if lengths is None:
+            pooled = torch.cat([z.mean(1), z[:, -1]], dim=-1)
+        else:
+            valid = (torch.arange(L, device=x.device) < lengths[:, None]).unsqueeze(-1)
+            mean = (z * valid).sum(1) / lengths[:, None]
+            pooled = torch.cat([mean, right_align(z, lengths)[:, -1]], dim=-1)
+        y = self.head(pooled).view(B, self.horizon, C)
+        if self.revin is not None:
+            y = self.revin.denormalize(y, stats)
+        return y

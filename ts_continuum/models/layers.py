@@ -1,0 +1,175 @@
+"""Building blocks shared by the forecasting models: attention, encoder layer, norms, RevIN.
+
+Softmax and continuous attention share one module with one parameter set, so a model can be
+switched from one to the other (also on a trained checkpoint) and the two are compared fairly.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..attention import continuous_attention
+from ..attention.rope import apply_rope
+
+ATTENTIONS = ("softmax", "continuous")
+POS_ENCODINGS = ("learned", "rope", "none")
+SINKS = ("zero", "repeat", "none", "learned")
+
+
+def check_option(name: str, value: str, options) -> str:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}")
+    return value
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head self-attention over tokens with timestamps, softmax or continuous.
+
+    ``sink`` shapes the continuous integral (docs/continuous-attention.md). Softmax attention has
+    no integral, so only ``sink="learned"`` means something there: an extra learned key/value
+    token (the same parameters the continuous sink uses, so both kinds own identical parameters).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        attention: str = "softmax",
+        rope: bool = False,
+        sink: str = "zero",
+        dropout: float = 0.0,
+        backend: str = "auto",
+    ):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        self.attention = check_option("attention", attention, ATTENTIONS)
+        self.sink = check_option("sink", sink, SINKS)
+        self.rope, self.backend = rope, backend
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        if sink == "learned":
+            self.sink_k = nn.Parameter(0.02 * torch.randn(n_heads, self.head_dim))
+            self.sink_v = nn.Parameter(0.02 * torch.randn(n_heads, self.head_dim))
+
+    def forward(self, x: torch.Tensor, times: torch.Tensor | None, lengths: torch.Tensor | None) -> torch.Tensor:
+        """x: (B, T, d_model); times: (B, T), (T,) or None (regular); lengths: (B,) or None."""
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        if self.rope:
+            pos = times if times is not None else torch.arange(T, device=x.device, dtype=torch.float32)
+            q, k = apply_rope(q, pos), apply_rope(k, pos)
+        if self.attention == "continuous":
+            sink_params = dict(sink_k=self.sink_k, sink_v=self.sink_v) if self.sink == "learned" else {}
+            o = continuous_attention(
+                q, k, v, times=times, lengths=lengths, sink=self.sink, backend=self.backend, **sink_params
+            )
+        else:
+            o = self._softmax(q, k, v, lengths)
+        return self.dropout(self.out(o.transpose(1, 2).reshape(B, T, -1)))
+
+    def _softmax(self, q, k, v, lengths):
+        B, H, T, _ = q.shape
+        mask = None
+        if lengths is not None:  # keys only: padded query rows still see valid keys (no NaN)
+            mask = (torch.arange(T, device=q.device) < lengths[:, None])[:, None, None, :]
+        if self.sink == "learned":
+            k = torch.cat([self.sink_k[None, :, None].expand(B, H, 1, -1).to(k.dtype), k], dim=2)
+            v = torch.cat([self.sink_v[None, :, None].expand(B, H, 1, -1).to(v.dtype), v], dim=2)
+            if mask is not None:
+                mask = F.pad(mask, (1, 0), value=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+class MaskedBatchNorm(nn.Module):
+    """BatchNorm over (batch x tokens) per feature, as PatchTST, counting valid tokens only."""
+
+    def __init__(self, d_model: int, momentum: float = 0.1, eps: float = 1e-5):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(d_model, momentum=momentum, eps=eps)
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        if valid is None:
+            return self.bn(x.reshape(-1, x.shape[-1])).view_as(x)
+        out = torch.zeros_like(x)
+        out[valid] = self.bn(x[valid])
+        return out
+
+
+class MaskedLayerNorm(nn.LayerNorm):
+    def forward(self, x: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:  # noqa: D102
+        return super().forward(x)
+
+
+class EncoderLayer(nn.Module):
+    """Post-norm Transformer encoder layer (PatchTST's layout: BatchNorm after each residual)."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, norm: str = "batch", **attn_kwargs):
+        super().__init__()
+        self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, **attn_kwargs)
+        self.ff = nn.Sequential(
+            nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model), nn.Dropout(dropout)
+        )
+        norm_cls = {"batch": MaskedBatchNorm, "layer": MaskedLayerNorm}[check_option("norm", norm, ("batch", "layer"))]
+        self.norm1, self.norm2 = norm_cls(d_model), norm_cls(d_model)
+
+    def forward(self, x, times, lengths, valid):
+        x = self.norm1(x + self.attn(x, times, lengths), valid)
+        return self.norm2(x + self.ff(x), valid)
+
+
+class Encoder(nn.Module):
+    def __init__(self, n_layers: int, **layer_kwargs):
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(**layer_kwargs) for _ in range(n_layers))
+
+    def forward(self, x, times=None, lengths=None):
+        valid = None
+        if lengths is not None:
+            valid = torch.arange(x.shape[1], device=x.device) < lengths[:, None]
+        for layer in self.layers:
+            x = layer(x, times, lengths, valid)
+        return x
+
+    def set_attention(self, kind: str) -> None:
+        kind = check_option("attention", kind, ATTENTIONS)
+        for layer in self.layers:
+            layer.attn.attention = kind
+
+
+class RevIN(nn.Module):
+    """Reversible instance normalisation per series, over observed values only."""
+
+    def __init__(self, n_channels: int, affine: bool = False, eps: float = 1e-5):
+        super().__init__()
+        self.eps, self.affine = eps, affine
+        if affine:
+            self.weight = nn.Parameter(torch.ones(n_channels))
+            self.bias = nn.Parameter(torch.zeros(n_channels))
+
+    def normalize(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, tuple]:
+        """x: (B, L, C) (NaN allowed where mask is False) -> normalised x and the statistics."""
+        if mask is None:
+            mean = x.mean(1, keepdim=True)
+            std = torch.sqrt(x.var(1, keepdim=True, unbiased=False) + self.eps)
+        else:
+            w = mask.to(x.dtype)
+            count = w.sum(1, keepdim=True).clamp_min(1.0)
+            x0 = torch.where(mask, x, torch.zeros_like(x))
+            mean = x0.sum(1, keepdim=True) / count
+            var = (torch.where(mask, x - mean, torch.zeros_like(x)) ** 2).sum(1, keepdim=True) / count
+            std = torch.sqrt(var + self.eps)
+        z = (x - mean) / std
+        if self.affine:
+            z = z * self.weight + self.bias
+        return z, (mean.detach(), std.detach())
+
+    def denormalize(self, y: torch.Tensor, stats: tuple) -> torch.Tensor:
+        mean, std = stats
+        if self.affine:
+            y = (y - self.bias) / (self.weight + self.eps * self.eps)
+        return y * std + mean

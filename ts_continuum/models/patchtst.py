@@ -1,0 +1,147 @@
+"""PatchTST (Nie et al., ICLR 2023), with softmax or continuous attention and irregular inputs.
+
+Regular inputs follow the published model: channel independence, RevIN, patches of ``patch_len``
+steps every ``stride`` steps with the last value repeated ``stride`` times at the end, a post-norm
+Transformer encoder with BatchNorm, and a flatten head. Deviation: the published encoder passes
+attention scores from layer to layer ("residual attention"); scores are not exposed by either
+attention here, so both use plain attention.
+
+Irregular inputs (docs/irregular.md): each channel's observed values are packed in time order,
+patches are formed from ``patch_len`` consecutive *observations*, a patch's time is the mean time
+of its observations, and the observations' offsets from that time (in patch lengths) enter the
+patch embedding beside the values. Patch times (in strides) go to continuous attention and to
+RoPE; patches are right-aligned before the learned positions and the flatten head, so the most
+recent patch always occupies the same slot. On regular data the offsets are constant, and the
+model equals the published one up to a bias.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .layers import POS_ENCODINGS, Encoder, RevIN, check_option
+from .packing import is_regular, pack, right_align, slot_index
+
+
+class PatchTST(nn.Module):
+    def __init__(
+        self,
+        n_channels: int,
+        lookback: int = 336,
+        horizon: int = 96,
+        patch_len: int = 16,
+        stride: int = 8,
+        d_model: int = 16,
+        n_heads: int = 4,
+        n_layers: int = 3,
+        d_ff: int = 128,
+        dropout: float = 0.3,
+        head_dropout: float = 0.0,
+        attention: str = "softmax",
+        pos_encoding: str = "learned",
+        sink: str = "zero",
+        revin: bool = True,
+        revin_affine: bool = False,
+        attention_backend: str = "auto",
+    ):
+        super().__init__()
+        for name, value in (("n_channels", n_channels), ("lookback", lookback), ("horizon", horizon),
+                            ("patch_len", patch_len), ("stride", stride)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if lookback < patch_len:
+            raise ValueError(f"lookback ({lookback}) must be at least patch_len ({patch_len})")
+        self.config = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        self.n_channels, self.lookback, self.horizon = n_channels, lookback, horizon
+        self.patch_len, self.stride = patch_len, stride
+        self.pos_encoding = check_option("pos_encoding", pos_encoding, POS_ENCODINGS)
+        self.n_patches = (lookback + stride - patch_len) // stride + 1
+        self.revin = RevIN(n_channels, affine=revin_affine) if revin else None
+        self.embed = nn.Linear(2 * patch_len, d_model)  # [values, time offsets]
+        if pos_encoding == "learned":
+            self.pos = nn.Parameter(torch.empty(self.n_patches, d_model).uniform_(-0.02, 0.02))
+        self.dropout = nn.Dropout(dropout)
+        self.encoder = Encoder(
+            n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, norm="batch",
+            attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend,
+        )
+        self.head = nn.Sequential(
+            nn.Flatten(start_dim=-2), nn.Dropout(head_dropout), nn.Linear(self.n_patches * d_model, horizon)
+        )
+
+    def set_attention(self, kind: str) -> None:
+        """Switch every layer to ``"softmax"`` or ``"continuous"`` attention (same parameters)."""
+        self.encoder.set_attention(kind)
+        self.config["attention"] = kind
+
+    def forward(
+        self, x: torch.Tensor, x_mask: torch.Tensor | None = None, x_time: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """x: (B, L, C) scaled values (anything, NaN included, where ``x_mask`` is False);
+        x_mask: (B, L, C) bool, True = observed; x_time: (B, L) or (L,) times in nominal steps.
+        Returns the forecast (B, horizon, C)."""
+        B, L, C = x.shape
+        if (L, C) != (self.lookback, self.n_channels):
+            raise ValueError(f"x must have shape (B, {self.lookback}, {self.n_channels}), got {tuple(x.shape)}")
+        stats = None
+        if self.revin is not None:
+            x, stats = self.revin.normalize(x, x_mask)
+        series = x.permute(0, 2, 1).reshape(B * C, L)
+        if is_regular(x_mask, x_time):
+            tokens, times, lengths = self._regular_patches(series)
+        else:
+            mask = (x_mask if x_mask is not None else torch.ones_like(x, dtype=torch.bool)).permute(0, 2, 1)
+            t = x_time if x_time is not None else torch.arange(-L + 1, 1, device=x.device, dtype=x.dtype)
+            t = t.expand(B, L) if t.dim() == 1 else t
+            t = t[:, None, :].expand(B, C, L).reshape(B * C, L)
+            tokens, times, lengths = self._irregular_patches(series, mask.reshape(B * C, L), t)
+        z = self.encoder(self.dropout(tokens), times, lengths)
+        if lengths is not None:
+            z = right_align(z, lengths)
+        y = self.head(z).view(B, C, self.horizon).permute(0, 2, 1)
+        if self.revin is not None:
+            y = self.revin.denormalize(y, stats)
+        return y
+
+    def _offsets(self, patch_times: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        centre = patch_times.mean(-1, keepdim=True)
+        return (patch_times - centre) / self.patch_len, centre.squeeze(-1) / self.stride
+
+    def _regular_patches(self, series: torch.Tensor):
+        padded = torch.cat([series, series[:, -1:].expand(-1, self.stride)], dim=1)
+        values = padded.unfold(1, self.patch_len, self.stride)  # (N, n_patches, P)
+        grid = torch.arange(self.patch_len, device=series.device, dtype=series.dtype)
+        offsets, _ = self._offsets(grid)
+        feats = torch.cat([values, offsets.expand_as(values)], dim=-1)
+        tokens = self.embed(feats)
+        if self.pos_encoding == "learned":
+            tokens = tokens + self.pos
+        return tokens, None, None
+
+    def _irregular_patches(self, series: torch.Tensor, mask: torch.Tensor, times: torch.Tensor):
+        N, L = series.shape
+        counts, (values, t) = pack(mask, series, times)
+        if bool((counts == 0).any()):
+            raise ValueError("every channel needs at least one observed value in the lookback window")
+        # End padding: repeat the last observation, one nominal step apart (PatchTST's "end" padding);
+        # rows with fewer observations than a patch repeat it until the first patch is full.
+        i = torch.arange(L + self.stride, device=series.device)
+        last = (counts - 1)[:, None]
+        src = torch.minimum(i[None, :], last)
+        values = torch.gather(values, 1, src)
+        t = torch.gather(t, 1, src) + (i[None, :] - last).clamp_min(0).to(t.dtype)
+        n_patches = (torch.clamp(counts, min=self.patch_len - self.stride) + self.stride - self.patch_len) // self.stride + 1
+        pv = values.unfold(1, self.patch_len, self.stride)[:, : self.n_patches]
+        pt = t.unfold(1, self.patch_len, self.stride)[:, : self.n_patches]
+        offsets, patch_time = self._offsets(pt)
+        tokens = self.embed(torch.cat([pv, offsets], dim=-1))
+        if self.pos_encoding == "learned":
+            tokens = tokens + self.pos[slot_index(n_patches, self.n_patches)]
+        # padded patch times only need to be finite: continue the last valid patch's time
+        k = torch.arange(self.n_patches, device=series.device)
+        valid = k[None, :] < n_patches[:, None]
+        last_time = torch.gather(patch_time, 1, (n_patches - 1)[:, None])
+        patch_time = torch.where(valid, patch_time, last_time + (k[None, :] - n_patches[:, None] + 1))
+        lengths = None if bool((n_patches == self.n_patches).all()) else n_patches
+        return tokens, patch_time, lengths

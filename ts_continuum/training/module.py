@@ -1,0 +1,119 @@
+"""``ForecastingModule``: the training logic (loss, metrics, optimiser, schedules) around any model.
+
+The model is a plain ``nn.Module`` taking ``(x, x_mask, x_time)`` and returning ``(B, H, C)``;
+this module knows nothing of its insides except ``set_attention`` (switch softmax <-> continuous)
+and ``config`` (its constructor arguments, stored in checkpoints so they rebuild the model).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MeanAbsoluteError, MeanSquaredError
+
+LOSSES = {"mse": F.mse_loss, "mae": F.l1_loss, "huber": F.smooth_l1_loss}
+SCHEDULES = ("type3", "onecycle", "constant", "cosine")
+
+
+class ForecastingModule(L.LightningModule):
+    """Args:
+    model: the forecaster (e.g. ``PatchTST``); in YAML a ``class_path`` + ``init_args``.
+    loss: "mse", "mae" or "huber" (training loss; MSE and MAE are always reported).
+    lr: Adam learning rate.
+    lr_schedule: "type3" (PatchTST: constant for 4 epochs then x0.9 per epoch), "onecycle"
+        (PatchTST's "TST": one-cycle per step with ``pct_start``), "cosine" or "constant".
+    weight_decay: Adam weight decay.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss: str = "mse",
+        lr: float = 1e-4,
+        lr_schedule: str = "type3",
+        pct_start: float = 0.3,
+        weight_decay: float = 0.0,
+    ):
+        super().__init__()
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {list(LOSSES)}, got {loss!r}")
+        if lr_schedule not in SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {list(SCHEDULES)}, got {lr_schedule!r}")
+        self.model = model
+        self.save_hyperparameters(ignore=["model"])
+        self.loss_fn = LOSSES[loss]
+        self.metrics = nn.ModuleDict(
+            {f"{split}_{name}": cls() for split in ("val", "test") for name, cls in
+             (("mse", MeanSquaredError), ("mae", MeanAbsoluteError))}
+        )
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.model(batch["x"], batch.get("x_mask"), batch.get("x_time"))
+
+    def training_step(self, batch, batch_idx):
+        loss = self.loss_fn(self(batch), batch["y"])
+        self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch["y"]))
+        return loss
+
+    def _evaluate(self, batch, split: str):
+        pred = self(batch)
+        for name in ("mse", "mae"):
+            metric = self.metrics[f"{split}_{name}"]
+            metric.update(pred.reshape(-1), batch["y"].reshape(-1))
+            self.log(f"{split}_{name}", metric, prog_bar=name == "mse", on_epoch=True, batch_size=len(batch["y"]))
+
+    def validation_step(self, batch, batch_idx):
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch, batch_idx):
+        self._evaluate(batch, "test")
+
+    def predict_step(self, batch, batch_idx, dataloader_idx=0):
+        return self(batch)
+
+    def set_attention(self, kind: str) -> None:
+        """Continue (or evaluate) with the other attention: the parameters are the same."""
+        self.model.set_attention(kind)
+
+    # --- optimisation -------------------------------------------------------------------
+    def configure_optimizers(self):
+        opt = torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        schedule = self.hparams.lr_schedule
+        if schedule == "constant":
+            return opt
+        if schedule == "type3":
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.9 ** max(0, epoch - 3))
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        if schedule == "onecycle":
+            sched = torch.optim.lr_scheduler.OneCycleLR(
+                opt, max_lr=self.hparams.lr, total_steps=total, pct_start=self.hparams.pct_start
+            )
+        else:
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # --- checkpoints rebuild the model --------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        cls = type(self.model)
+        checkpoint["model_class"] = f"{cls.__module__}.{cls.__qualname__}"
+        checkpoint["model_config"] = dict(getattr(self.model, "config", {}))
+
+    @classmethod
+    def from_checkpoint(cls, path: str, map_location="cpu", **model_overrides) -> "ForecastingModule":
+        """Rebuild module and model from a checkpoint; ``model_overrides`` change model arguments
+        that leave the parameters unchanged, e.g. ``attention="continuous"`` on a softmax-trained model."""
+        ckpt = torch.load(path, map_location=map_location, weights_only=False)
+        if "model_class" not in ckpt:
+            raise ValueError(f"{path} was not written by ForecastingModule (no model_class entry)")
+        module_name, _, class_name = ckpt["model_class"].rpartition(".")
+        model_cls = getattr(importlib.import_module(module_name), class_name)
+        model = model_cls(**{**ckpt["model_config"], **model_overrides})
+        module = cls(model=model, **ckpt.get("hyper_parameters", {}))
+        module.load_state_dict(ckpt["state_dict"])
+        return module

@@ -1,0 +1,122 @@
+"""The protocol splits, scaling, windows and the irregular regime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ts_continuum.data import ForecastDataModule, IrregularRegime, split_rows
+
+
+def test_ett_hour_protocol_window_counts():
+    dm = ForecastDataModule("ETTh1", lookback=336, horizon=96)
+    dm.setup()
+    assert {k: len(v) for k, v in dm.splits.items()} == {"train": 8209, "val": 2785, "test": 2785}
+    assert dm.rows == {"train": (0, 8640), "val": (8304, 11520), "test": (11184, 14400)}
+
+
+def test_ett_minute_and_other_csv_protocols():
+    assert split_rows("ettm2", 69680, 96)["test"] == (4 * 11520 - 96, 4 * 14400)
+    rows = split_rows(None, 1000, 50)
+    assert rows == {"train": (0, 700), "val": (650, 800), "test": (750, 1000)}
+
+
+def test_scaler_is_fit_on_training_rows_only():
+    dm = ForecastDataModule("ETTh2", lookback=96, horizon=24)
+    train = dm.frame.values[: dm.rows["train"][1]]
+    np.testing.assert_allclose(dm.scaler.mean_, train.mean(0))
+    assert not np.allclose(dm.scaler.mean_, dm.frame.values.mean(0))
+
+
+def test_test_loader_keeps_every_window():
+    dm = ForecastDataModule("ETTh1", lookback=336, horizon=96, batch_size=128)
+    sizes = [len(b["y"]) for b in dm.test_dataloader()]
+    assert sum(sizes) == 2785 and sizes[-1] == 2785 % 128
+
+
+def test_window_content_and_times(tiny_csv):
+    dm = ForecastDataModule(str(tiny_csv), lookback=24, horizon=6)
+    dm.setup()
+    item = dm.splits["val"][3]
+    start = dm.rows["val"][0] + 3
+    scaled = dm.scaler.transform(dm.frame.values).astype(np.float32)
+    np.testing.assert_allclose(item["x"].numpy(), scaled[start : start + 24])
+    np.testing.assert_allclose(item["y"].numpy(), scaled[start + 24 : start + 30])
+    assert item["x_time"].tolist() == list(range(-23, 1)) and item["y_time"].tolist() == list(range(1, 7))
+    assert item["x_mask"].all()
+
+
+@pytest.mark.parametrize("mode", ["channel", "step"])
+def test_irregular_regime_is_deterministic_and_leaves_targets_alone(tiny_csv, mode):
+    kw = dict(dataset=str(tiny_csv), lookback=24, horizon=6, drop=0.5, drop_mode=mode, jitter=0.3)
+    a, b = ForecastDataModule(regime_seed=1, **kw), ForecastDataModule(regime_seed=1, **kw)
+    c = ForecastDataModule(regime_seed=2, **kw)
+    reg = ForecastDataModule(dataset=str(tiny_csv), lookback=24, horizon=6)
+    for dm in (a, b, c, reg):
+        dm.setup()
+    ia, ib, ic, ir = (dm.splits["train"][10] for dm in (a, b, c, reg))
+    assert torch.equal(ia["x_mask"], ib["x_mask"]) and torch.equal(ia["x_time"], ib["x_time"])
+    assert not torch.equal(ia["x_mask"], ic["x_mask"])
+    torch.testing.assert_close(ia["y"], ir["y"])  # identical targets in every regime
+    assert torch.isnan(ia["x"][~ia["x_mask"]]).all() and not torch.isnan(ia["x"][ia["x_mask"]]).any()
+    torch.testing.assert_close(ia["x"][ia["x_mask"]], ir["x"][ia["x_mask"]])
+    assert (torch.diff(ia["x_time"]) > 0).all() and (ia["x_time"] - ir["x_time"]).abs().max() <= 0.3
+    if mode == "step":
+        assert (ia["x_mask"] == ia["x_mask"][:, :1]).all()
+    frac = 1 - a.regime.observation_mask(400, 3, 23).mean()
+    assert 0.4 < frac < 0.6
+
+
+def test_overlapping_windows_agree_on_which_observations_exist(tiny_csv):
+    dm = ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, drop=0.5)
+    dm.setup()
+    w0, w1 = dm.splits["train"][0], dm.splits["train"][1]
+    assert torch.equal(w0["x_mask"][1:], w1["x_mask"][:-1])
+
+
+def test_every_window_sees_every_channel():
+    keep = IrregularRegime(drop=0.95, seed=0).observation_mask(2000, 2, max_gap=9)
+    for c in range(2):
+        gaps = np.diff(np.flatnonzero(keep[:, c]))
+        assert gaps.max() <= 10
+
+
+def test_interpolation_baseline_fills_from_the_window_only(tiny_csv):
+    kw = dict(dataset=str(tiny_csv), lookback=24, horizon=6, drop=0.5, regime_seed=3)
+    raw, filled = ForecastDataModule(**kw), ForecastDataModule(interpolate=True, **kw)
+    raw.setup(), filled.setup()
+    for i in range(0, 100, 7):
+        r, f = raw.splits["train"][i], filled.splits["train"][i]
+        assert f["x_mask"].all() and not torch.isnan(f["x"]).any()
+        torch.testing.assert_close(f["x"][r["x_mask"]], r["x"][r["x_mask"]])
+        for c in range(3):  # after the last observation: carried forward, no look-ahead
+            last = int(torch.nonzero(r["x_mask"][:, c]).max())
+            assert (f["x"][last:, c] == r["x"][last, c]).all()
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(drop=1.0), "drop must be a fraction"),
+        (dict(jitter=0.5), "jitter must lie in"),
+        (dict(drop=0.1, drop_mode="row"), "drop_mode must be one of"),
+        (dict(lookback=0), "lookback must be a positive integer"),
+        (dict(horizon=2.5), "horizon must be a positive integer"),
+    ],
+)
+def test_bad_options(kw, match, tiny_csv):
+    with pytest.raises(ValueError, match=match):
+        ForecastDataModule(str(tiny_csv), **kw)
+
+
+def test_too_little_history_is_a_clear_error(tiny_csv):
+    dm = ForecastDataModule(str(tiny_csv), lookback=60, horizon=50)  # val holds 40 + L rows
+    with pytest.raises(ValueError, match="too few for one window"):
+        dm.setup()
+
+
+def test_unknown_columns_are_a_clear_error(tiny_csv):
+    dm = ForecastDataModule(str(tiny_csv), columns=["a", "zz"])
+    with pytest.raises(ValueError, match=r"columns \['zz'\] are not in"):
+        dm.setup()

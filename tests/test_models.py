@@ -1,0 +1,155 @@
+"""Models: shapes, parity of the two attentions, masking, the regular/irregular paths agreeing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ts_continuum.models import EncoderTransformer, PatchTST, build_model
+from ts_continuum.models import patchtst as patchtst_module
+from ts_continuum.models import encoder as encoder_module
+
+SMALL = {
+    PatchTST: dict(n_channels=3, lookback=48, horizon=6, patch_len=8, stride=4, d_model=16, n_heads=2, n_layers=2,
+                   d_ff=32, dropout=0.0),
+    EncoderTransformer: dict(n_channels=3, lookback=24, horizon=6, d_model=16, n_heads=2, n_layers=2, d_ff=32,
+                             dropout=0.0),
+}
+MODELS = list(SMALL)
+
+
+def make(cls, **kw):
+    torch.manual_seed(0)
+    return cls(**{**SMALL[cls], "attention_backend": "torch", **kw}).eval()
+
+
+def irregular_batch(cls, B=4, p=0.4, seed=0, jitter=0.3):
+    g = torch.Generator().manual_seed(seed)
+    L, C = SMALL[cls]["lookback"], SMALL[cls]["n_channels"]
+    x = torch.randn(B, L, C, generator=g)
+    mask = torch.rand(B, L, C, generator=g) > p
+    mask[:, -1] = True
+    t = torch.arange(-L + 1, 1.0) + jitter * (torch.rand(B, L, generator=g) - 0.5)
+    return x.masked_fill(~mask, float("nan")), mask, t
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("attention", ["softmax", "continuous"])
+@pytest.mark.parametrize("pos_encoding", ["learned", "rope", "none"])
+def test_output_shapes_regular_and_irregular(cls, attention, pos_encoding):
+    m = make(cls, attention=attention, pos_encoding=pos_encoding)
+    L, C, H = m.lookback, m.n_channels, m.horizon
+    assert m(torch.randn(2, L, C)).shape == (2, H, C)
+    x, mask, t = irregular_batch(cls)
+    y = m(x, mask, t)
+    assert y.shape == (4, H, C) and torch.isfinite(y).all()
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("sink", ["zero", "repeat", "none", "learned"])
+@pytest.mark.parametrize("pos_encoding", ["learned", "rope", "none"])
+def test_both_attentions_own_identical_parameters(cls, sink, pos_encoding):
+    a = make(cls, attention="softmax", sink=sink, pos_encoding=pos_encoding)
+    b = make(cls, attention="continuous", sink=sink, pos_encoding=pos_encoding)
+    assert {k: v.shape for k, v in a.state_dict().items()} == {k: v.shape for k, v in b.state_dict().items()}
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("attention", ["softmax", "continuous"])
+def test_unobserved_values_cannot_change_the_forecast(cls, attention):
+    m = make(cls, attention=attention, pos_encoding="rope")
+    x, mask, t = irregular_batch(cls)
+    y1 = m(x, mask, t)
+    y2 = m(torch.where(mask, x, torch.full_like(x, 1e6)), mask, t)
+    torch.testing.assert_close(y1, y2)
+    # and an observed value does change it
+    x3 = x.clone()
+    x3[0, -1, 0] += 5.0
+    assert not torch.allclose(m(x3, mask, t)[0], y1[0])
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("attention", ["softmax", "continuous"])
+@pytest.mark.parametrize("pos_encoding", ["learned", "rope", "none"])
+def test_irregular_path_on_complete_data_equals_the_regular_path(cls, attention, pos_encoding, monkeypatch):
+    m = make(cls, attention=attention, pos_encoding=pos_encoding)
+    x = torch.randn(3, m.lookback, m.n_channels)
+    fast = m(x)
+    module = patchtst_module if cls is PatchTST else encoder_module
+    monkeypatch.setattr(module, "is_regular", lambda mask, times: False)
+    slow = m(x, torch.ones_like(x, dtype=torch.bool), torch.arange(-m.lookback + 1, 1.0))
+    torch.testing.assert_close(slow, fast, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_continuous_attention_with_rope_ignores_the_time_origin(cls):
+    m = make(cls, attention="continuous", pos_encoding="rope")
+    x, mask, t = irregular_batch(cls)
+    torch.testing.assert_close(m(x, mask, t), m(x, mask, t + 17.0), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_continuous_attention_sees_the_gaps(cls):
+    """Same values and order, different timestamps: continuous attention must notice."""
+    m = make(cls, attention="continuous", pos_encoding="none")
+    x, mask, t = irregular_batch(cls, p=0.0, jitter=0.0)
+    stretched = t.clone()
+    stretched[:, : t.shape[1] // 2] -= 10.0  # a long gap in the middle of the window
+    assert (m(x, mask, t) - m(x, mask, stretched)).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_attention_switch_changes_and_restores(cls):
+    m = make(cls, attention="softmax")
+    x = torch.randn(2, m.lookback, m.n_channels)
+    y_soft = m(x)
+    m.set_attention("continuous")
+    y_cont = m(x)
+    assert not torch.allclose(y_soft, y_cont)
+    m.set_attention("softmax")
+    torch.testing.assert_close(m(x), y_soft)
+    with pytest.raises(ValueError, match="attention must be one of"):
+        m.set_attention("linear")
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(attention="linear"), "attention must be one of"),
+        (dict(pos_encoding="sinusoidal"), "pos_encoding must be one of"),
+        (dict(sink="first"), "sink must be one of"),
+        (dict(lookback=0), "lookback must be a positive integer"),
+        (dict(n_heads=3), "divisible by n_heads"),
+    ],
+)
+@pytest.mark.parametrize("cls", MODELS)
+def test_bad_options_are_clear_errors(cls, kw, match):
+    with pytest.raises(ValueError, match=match):
+        cls(**{**SMALL[cls], **kw})
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_wrong_input_shape_is_a_clear_error(cls):
+    m = make(cls)
+    with pytest.raises(ValueError, match="x must have shape"):
+        m(torch.randn(2, m.lookback + 1, m.n_channels))
+
+
+def test_patchtst_patch_count_matches_the_published_model():
+    assert PatchTST(n_channels=7, lookback=336).n_patches == 42
+
+
+def test_patchtst_handles_channels_with_fewer_observations_than_a_patch():
+    m = make(PatchTST)
+    _, mask, t = irregular_batch(PatchTST)
+    x = torch.randn(mask.shape)
+    mask[0, :, 1] = False
+    mask[0, -3:, 1] = True  # 3 observations < patch_len 8
+    y = m(x.masked_fill(~mask, float("nan")), mask, t)
+    assert torch.isfinite(y).all()
+
+
+def test_build_model_by_name():
+    assert isinstance(build_model("patchtst", n_channels=2, lookback=32, patch_len=8, stride=4), PatchTST)
+    with pytest.raises(ValueError, match="unknown model"):
+        build_model("informer", n_channels=2)

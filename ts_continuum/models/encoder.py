@@ -34,10 +34,10 @@ class EncoderTransformer(nn.Module):
         attention_backend: str = "auto",
     ):
         super().__init__()
+        self.config = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         for name, value in (("n_channels", n_channels), ("lookback", lookback), ("horizon", horizon)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.config = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self.n_channels, self.lookback, self.horizon = n_channels, lookback, horizon
         self.pos_encoding = check_option("pos_encoding", pos_encoding, POS_ENCODINGS)
         self.revin = RevIN(n_channels) if revin else None

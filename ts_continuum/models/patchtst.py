@@ -46,13 +46,13 @@ class PatchTST(nn.Module):
         attention_backend: str = "auto",
     ):
         super().__init__()
+        self.config = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         for name, value in (("n_channels", n_channels), ("lookback", lookback), ("horizon", horizon),
                             ("patch_len", patch_len), ("stride", stride)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if lookback < patch_len:
             raise ValueError(f"lookback ({lookback}) must be at least patch_len ({patch_len})")
-        self.config = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self.n_channels, self.lookback, self.horizon = n_channels, lookback, horizon
         self.patch_len, self.stride = patch_len, stride
         self.pos_encoding = check_option("pos_encoding", pos_encoding, POS_ENCODINGS)

@@ -67,6 +67,18 @@ class ForecastingModule(L.LightningModule):
             metric.update(pred.reshape(-1), batch["y"].reshape(-1))
             self.log(f"{split}_{name}", metric, prog_bar=name == "mse", on_epoch=True, batch_size=len(batch["y"]))
 
+    def _reset(self, split: str) -> None:
+        # fresh metric states each epoch: states left by a run under inference_mode (e.g. a
+        # validate() before fit()) cannot be updated in place outside it
+        for name in ("mse", "mae"):
+            self.metrics[f"{split}_{name}"].reset()
+
+    def on_validation_epoch_start(self) -> None:
+        self._reset("val")
+
+    def on_test_epoch_start(self) -> None:
+        self._reset("test")
+
     def validation_step(self, batch, batch_idx):
         self._evaluate(batch, "val")
 

@@ -1,0 +1,139 @@
+"""Training: a tiny end-to-end fit, checkpoints, the attention switch, configs, schedules, DDP."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from ts_continuum.data import ForecastDataModule
+from ts_continuum.models import EncoderTransformer, PatchTST
+from ts_continuum.training import ForecastingModule
+from ts_continuum.training.cli import ForecastCLI
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_patchtst(attention="softmax", **kw):
+    return PatchTST(n_channels=3, lookback=24, horizon=6, patch_len=8, stride=4, d_model=16, n_heads=2, n_layers=1,
+                    d_ff=32, dropout=0.1, attention=attention, attention_backend="torch", **kw)
+
+
+def fit(module, dm, tmp_path, epochs=2):
+    trainer = L.Trainer(accelerator="cpu", max_epochs=epochs, default_root_dir=tmp_path, logger=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module, dm)
+    return trainer
+
+
+@pytest.fixture
+def dm(tiny_csv):
+    return ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, batch_size=16, drop=0.3, regime_seed=0)
+
+
+@pytest.mark.parametrize("model", ["patchtst", "encoder"])
+def test_tiny_end_to_end_fit_learns_and_tests(dm, tmp_path, model):
+    L.seed_everything(0)
+    net = tiny_patchtst("continuous") if model == "patchtst" else EncoderTransformer(
+        n_channels=3, lookback=24, horizon=6, d_model=16, n_heads=2, n_layers=1, d_ff=32,
+        attention="continuous", attention_backend="torch")
+    module = ForecastingModule(net, lr=3e-3, lr_schedule="constant")
+    before = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False).validate(module, dm, verbose=False)
+    trainer = fit(module, dm, tmp_path, epochs=3)
+    after = trainer.validate(module, dm, verbose=False)
+    assert after[0]["val_mse"] < before[0]["val_mse"]
+    test = trainer.test(module, dm, verbose=False)[0]
+    assert set(test) == {"test_mse", "test_mae"} and all(torch.isfinite(torch.tensor(v)) for v in test.values())
+
+
+def test_checkpoint_round_trip_and_attention_switch(dm, tmp_path):
+    L.seed_everything(0)
+    module = ForecastingModule(tiny_patchtst("softmax"), lr=3e-3, lr_schedule="constant")
+    trainer = fit(module, dm, tmp_path, epochs=1)
+    path = tmp_path / "softmax.ckpt"
+    trainer.save_checkpoint(path)
+    batch = next(iter(dm.test_dataloader()))
+    module.eval()
+    with torch.no_grad():
+        want = module(batch)
+
+    same = ForecastingModule.from_checkpoint(path).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(same(batch), want)
+
+    switched = ForecastingModule.from_checkpoint(path, attention="continuous").eval()
+    assert switched.model.config["attention"] == "continuous"
+    with torch.no_grad():
+        got = switched(batch)
+    assert torch.isfinite(got).all() and not torch.allclose(got, want)
+    # continue training with continuous attention, then switch back
+    fit(switched, dm, tmp_path / "cont", epochs=1)
+    switched.set_attention("softmax")
+    switched.eval()
+    with torch.no_grad():
+        assert torch.isfinite(switched(batch)).all()
+
+
+def test_checkpoint_without_model_config_is_refused(tmp_path):
+    path = tmp_path / "other.ckpt"
+    torch.save({"state_dict": {}}, path)
+    with pytest.raises(ValueError, match="not written by ForecastingModule"):
+        ForecastingModule.from_checkpoint(path)
+
+
+def test_type3_schedule_matches_patchtst():
+    module = ForecastingModule(tiny_patchtst(), lr=1e-4, lr_schedule="type3")
+    sched = module.configure_optimizers()["lr_scheduler"]["scheduler"]
+    lrs = []
+    for _ in range(7):
+        lrs.append(sched.get_last_lr()[0])
+        sched.optimizer.step()
+        sched.step()
+    expected = [1e-4] * 4 + [1e-4 * 0.9, 1e-4 * 0.81, 1e-4 * 0.729]
+    assert lrs == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("kw,match", [(dict(loss="l3"), "loss must be one of"), (dict(lr_schedule="step"), "lr_schedule")])
+def test_bad_training_options(kw, match):
+    with pytest.raises(ValueError, match=match):
+        ForecastingModule(tiny_patchtst(), **kw)
+
+
+CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[str(p.relative_to(ROOT / "configs")) for p in CONFIGS])
+@pytest.mark.parametrize("attention", ["softmax", "continuous"])
+def test_every_config_instantiates(config, attention, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["ts-continuum"])
+    cli = ForecastCLI(
+        ForecastingModule, ForecastDataModule, run=False,
+        args=["--config", str(config), "--model.model.init_args.attention", attention],
+    )
+    model = cli.model.model
+    assert model.config["attention"] == attention
+    dm = cli.datamodule
+    assert (model.lookback, model.horizon, model.n_channels) == (dm.lookback, dm.horizon, dm.n_channels)
+
+
+@pytest.mark.slow
+def test_ddp_on_two_cpu_processes_matches_a_single_process(tiny_csv, tmp_path):
+    script = Path(__file__).with_name("ddp_fit.py")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    for devices in (1, 2):
+        subprocess.run([sys.executable, str(script), str(tiny_csv), str(tmp_path / f"w{devices}.pt"), str(devices)],
+                       check=True, env=env, cwd=tmp_path, timeout=600, capture_output=True)
+    single, ddp = torch.load(tmp_path / "w1.pt"), torch.load(tmp_path / "w2.pt")
+    L.seed_everything(0)
+    start = EncoderTransformer(n_channels=3, lookback=24, horizon=6, d_model=16, n_heads=2, n_layers=1, d_ff=32,
+                               dropout=0.0).state_dict()
+    moved = max((single[k].float() - start[k].float()).abs().max() for k in single if k in start)
+    assert moved > 1e-3, "training must have changed the weights"
+    for k in single:
+        torch.testing.assert_close(ddp[k], single[k], atol=2e-5, rtol=1e-4)

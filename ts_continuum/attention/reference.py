@@ -129,12 +129,15 @@ class ContinuousAttentionFunction(torch.autograd.Function):
         fwd, _ = kernels
         B, H, T, _ = q.shape
         step = query_chunk(B * H, T)
-        out = q.new_empty(*q.shape[:-1], v_ext.shape[-1])
-        lse = q.new_empty(B, H, T)
-        for s in range(0, T, step):
-            e = min(T, s + step)
-            log_len = segment_log_lengths(layout.tile(s, e), layout.first, log_delta)
-            out[:, :, s:e], lse[:, :, s:e] = fwd(q[:, :, s:e], k_ext, v_ext, log_len, scale)
+        if step >= T:  # one tile: no copies into preallocated outputs
+            out, lse = fwd(q, k_ext, v_ext, segment_log_lengths(layout.tile(0, T), layout.first, log_delta), scale)
+        else:
+            out = q.new_empty(*q.shape[:-1], v_ext.shape[-1])
+            lse = q.new_empty(B, H, T)
+            for s in range(0, T, step):
+                e = min(T, s + step)
+                log_len = segment_log_lengths(layout.tile(s, e), layout.first, log_delta)
+                out[:, :, s:e], lse[:, :, s:e] = fwd(q[:, :, s:e], k_ext, v_ext, log_len, scale)
         ctx.save_for_backward(q, k_ext, v_ext, log_delta, out, lse)
         ctx.layout, ctx.scale, ctx.kernels, ctx.step = layout, scale, kernels, step
         return out
@@ -145,21 +148,21 @@ class ContinuousAttentionFunction(torch.autograd.Function):
         q, k_ext, v_ext, log_delta, out, lse = ctx.saved_tensors
         _, bwd = ctx.kernels
         layout, T = ctx.layout, q.shape[2]
-        grad_out = grad_out.contiguous()
+        if ctx.step >= T:
+            log_len = segment_log_lengths(layout.tile(0, T), layout.first, log_delta)
+            return (*bwd(q, k_ext, v_ext, out, grad_out, lse, log_len, ctx.scale), None, None, None, None)
         dq = torch.empty_like(q)
         dk = torch.zeros_like(k_ext)
         dv = torch.zeros_like(v_ext)
         for s in range(0, T, ctx.step):
             e = min(T, s + ctx.step)
             log_len = segment_log_lengths(layout.tile(s, e), layout.first, log_delta)
-            dq_c, dk_l, dk_r, dv_l, dv_r = bwd(
+            dq_c, dk_c, dv_c = bwd(
                 q[:, :, s:e], k_ext, v_ext, out[:, :, s:e], grad_out[:, :, s:e], lse[:, :, s:e], log_len, ctx.scale
             )
             dq[:, :, s:e] = dq_c
-            dk[:, :, :-1] += dk_l
-            dk[:, :, 1:] += dk_r
-            dv[:, :, :-1] += dv_l
-            dv[:, :, 1:] += dv_r
+            dk += dk_c
+            dv += dv_c
         return dq, dk, dv, None, None, None, None
 
 

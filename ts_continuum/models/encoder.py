@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .layers import POS_ENCODINGS, Encoder, RevIN, check_option
+from .layers import POS_ENCODINGS, Dropout, Encoder, RevIN, check_option
 from .packing import is_regular, pack, right_align, slot_index
 
 
@@ -44,7 +44,7 @@ class EncoderTransformer(nn.Module):
         self.embed = nn.Linear(2 * n_channels, d_model)  # [values, observed mask]
         if pos_encoding == "learned":
             self.pos = nn.Parameter(torch.empty(lookback, d_model).uniform_(-0.02, 0.02))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.encoder = Encoder(
             n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, norm="layer",
             attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend,

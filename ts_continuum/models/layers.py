@@ -18,6 +18,26 @@ POS_ENCODINGS = ("learned", "rope", "none")
 SINKS = ("zero", "repeat", "none", "learned")
 
 
+class Dropout(nn.Module):
+    """Dropout drawing its mask from uniform noise: same distribution as ``nn.Dropout``, about
+    twice as fast on the CPU, where ``bernoulli_`` took a third of a PatchTST training step."""
+
+    def __init__(self, p: float = 0.0):
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {p!r}")
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = (torch.rand_like(x) >= self.p).to(x.dtype)
+        return x * keep.mul_(1.0 / (1.0 - self.p))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
 def check_option(name: str, value: str, options) -> str:
     if value not in options:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}")
@@ -51,7 +71,7 @@ class MultiHeadAttention(nn.Module):
         self.rope, self.backend = rope, backend
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         if sink == "learned":
             self.sink_k = nn.Parameter(0.02 * torch.randn(n_heads, self.head_dim))
             self.sink_v = nn.Parameter(0.02 * torch.randn(n_heads, self.head_dim))
@@ -112,7 +132,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, **attn_kwargs)
         self.ff = nn.Sequential(
-            nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model), nn.Dropout(dropout)
+            nn.Linear(d_model, d_ff), nn.GELU(), Dropout(dropout), nn.Linear(d_ff, d_model), Dropout(dropout)
         )
         norm_cls = {"batch": MaskedBatchNorm, "layer": MaskedLayerNorm}[check_option("norm", norm, ("batch", "layer"))]
         self.norm1, self.norm2 = norm_cls(d_model), norm_cls(d_model)

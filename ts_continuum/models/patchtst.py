@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .layers import POS_ENCODINGS, Encoder, RevIN, check_option
+from .layers import POS_ENCODINGS, Dropout, Encoder, RevIN, check_option
 from .packing import is_regular, pack, right_align, slot_index
 
 
@@ -61,13 +61,13 @@ class PatchTST(nn.Module):
         self.embed = nn.Linear(2 * patch_len, d_model)  # [values, time offsets]
         if pos_encoding == "learned":
             self.pos = nn.Parameter(torch.empty(self.n_patches, d_model).uniform_(-0.02, 0.02))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.encoder = Encoder(
             n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, norm="batch",
             attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend,
         )
         self.head = nn.Sequential(
-            nn.Flatten(start_dim=-2), nn.Dropout(head_dropout), nn.Linear(self.n_patches * d_model, horizon)
+            nn.Flatten(start_dim=-2), Dropout(head_dropout), nn.Linear(self.n_patches * d_model, horizon)
         )
 
     def set_attention(self, kind: str) -> None:

@@ -137,3 +137,14 @@ def test_ddp_on_two_cpu_processes_matches_a_single_process(tiny_csv, tmp_path):
     assert moved > 1e-3, "training must have changed the weights"
     for k in single:
         torch.testing.assert_close(ddp[k], single[k], atol=2e-5, rtol=1e-4)
+
+
+def test_missing_targets_take_no_part_in_loss_and_metrics():
+    module = ForecastingModule(tiny_patchtst(), lr=1e-3)
+    pred = torch.zeros(2, 6, 3)
+    y = torch.ones(2, 6, 3)
+    y_mask = torch.zeros(2, 6, 3, dtype=torch.bool)
+    y_mask[0, 0, 0] = True
+    y[~y_mask] = float("nan")  # absent targets may hold anything
+    p, t = module._observed(pred, {"y": y, "y_mask": y_mask})
+    assert p.shape == (1,) and module.loss_fn(p, t).item() == 1.0

@@ -1,6 +1,8 @@
 """``ForecastingModule``: the training logic (loss, metrics, optimiser, schedules) around any model.
 
 The model is a plain ``nn.Module`` taking ``(x, x_mask, x_time)`` and returning ``(B, H, C)``;
+batches are dicts with ``x``, ``x_mask``, ``x_time``, ``y`` and optionally ``y_mask`` (targets that
+exist; irregular futures leave gaps, which take no part in loss or metrics);
 this module knows nothing of its insides except ``set_attention`` (switch softmax <-> continuous)
 and ``config`` (its constructor arguments, stored in checkpoints so they rebuild the model).
 """
@@ -55,16 +57,23 @@ class ForecastingModule(L.LightningModule):
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model(batch["x"], batch.get("x_mask"), batch.get("x_time"))
 
+    def _observed(self, pred: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Predictions and targets where a target exists (``y_mask``: irregular future data)."""
+        mask = batch.get("y_mask")
+        if mask is None:
+            return pred.reshape(-1), batch["y"].reshape(-1)
+        return pred[mask], batch["y"][mask]
+
     def training_step(self, batch, batch_idx):
-        loss = self.loss_fn(self(batch), batch["y"])
+        loss = self.loss_fn(*self._observed(self(batch), batch))
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch["y"]))
         return loss
 
     def _evaluate(self, batch, split: str):
-        pred = self(batch)
+        pred, target = self._observed(self(batch), batch)
         for name in ("mse", "mae"):
             metric = self.metrics[f"{split}_{name}"]
-            metric.update(pred.reshape(-1), batch["y"].reshape(-1))
+            metric.update(pred, target)
             self.log(f"{split}_{name}", metric, prog_bar=name == "mse", on_epoch=True, batch_size=len(batch["y"]))
 
     def _reset(self, split: str) -> None:

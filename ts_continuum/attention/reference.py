@@ -19,6 +19,7 @@ Which segments a query integrates over is described by two numbers per query row
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from .phi import all_moments, forward_moments
 
@@ -79,12 +80,8 @@ def backward_tile(
     lse: torch.Tensor,
     log_len: torch.Tensor,
     scale: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients for one tile: dq, and the left/right contributions to dk_ext and dv_ext.
-
-    Returns (dq, dk_left, dk_right, dv_left, dv_right) where the ``left`` parts belong to points
-    0..T-1 and the ``right`` parts to points 1..T of the extended sequence.
-    """
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients for one tile of queries: dq, and this tile's contributions to dk_ext and dv_ext."""
     x, y, top, u, left_high = _endpoint_scores(q, k_ext, scale)
     c = torch.exp(top - lse.unsqueeze(-1) + log_len)  # Δ e^{max(x,y)} / Z
     delta = (grad_out * out).sum(-1, keepdim=True)
@@ -100,11 +97,14 @@ def backward_tile(
     p_right = c * torch.where(left_high, chi, p2)
 
     dq = (torch.matmul(da_left, k_ext[..., :-1, :]) + torch.matmul(da_right, k_ext[..., 1:, :])) * scale
-    dk_left = torch.matmul(da_left.transpose(-1, -2), q) * scale
-    dk_right = torch.matmul(da_right.transpose(-1, -2), q) * scale
-    dv_left = torch.matmul(p_left.transpose(-1, -2), grad_out)
-    dv_right = torch.matmul(p_right.transpose(-1, -2), grad_out)
-    return dq, dk_left, dk_right, dv_left, dv_right
+    dk = _to_points(torch.matmul(da_left.transpose(-1, -2), q), torch.matmul(da_right.transpose(-1, -2), q)) * scale
+    dv = _to_points(torch.matmul(p_left.transpose(-1, -2), grad_out), torch.matmul(p_right.transpose(-1, -2), grad_out))
+    return dq, dk, dv
+
+
+def _to_points(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, D) parts of segments 1..T -> points 0..T: left parts to points 0..T-1, right to 1..T."""
+    return F.pad(left, (0, 0, 0, 1)) + F.pad(right, (0, 0, 1, 0))
 
 
 class SegmentLayout:

@@ -1,0 +1,203 @@
+"""Summaries of a study folder: ``summary.md`` and plots from ``results.csv``.
+
+    python -m benchmarks.report benchmarks/results/study
+
+Paired comparisons match continuous and softmax runs on everything else (model, positions,
+dataset, horizon, regime, seed): the difference continuous - softmax per pair, its mean with a
+95 % t-interval, a paired t-test and a Wilcoxon signed-rank test, and win counts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy import stats  # noqa: E402
+
+# PatchTST/42 (ICLR 2023, Table 3; its test loader drops the last batch) and a rerun keeping every
+# test window (FITS authors), MSE at H = 96/192/336/720; see shared docs/anchors.md.
+PUBLISHED = {
+    "ETTh1": ((0.375, 0.414, 0.431, 0.449), (0.385, 0.413, 0.440, 0.456)),
+    "ETTh2": ((0.274, 0.339, 0.331, 0.379), (0.274, 0.338, 0.367, 0.391)),
+    "ETTm1": ((0.290, 0.332, 0.366, 0.420), (0.292, 0.330, 0.365, 0.419)),
+    "ETTm2": ((0.165, 0.220, 0.278, 0.367), (0.163, 0.219, 0.276, 0.368)),
+    "weather": ((0.152, 0.197, 0.249, 0.320), (0.151, 0.195, 0.249, 0.321)),
+}
+HORIZONS = (96, 192, 336, 720)
+SETTING = ["model", "pos_encoding", "dataset", "horizon", "regime"]
+
+
+def load(folder: Path) -> pd.DataFrame:
+    df = pd.read_csv(folder / "results.csv")
+    return df[df["status"] == "ok"].drop_duplicates("cell_id", keep="last")
+
+
+def pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, seed) holding both attentions' test metrics."""
+    wide = df.pivot_table(index=SETTING + ["seed"], columns="attention", values=["test_mse", "test_mae"])
+    wide = wide.dropna()
+    if wide.empty:
+        return pd.DataFrame()
+    out = pd.DataFrame(index=wide.index)
+    for m in ("test_mse", "test_mae"):
+        out[f"{m}_softmax"] = wide[(m, "softmax")]
+        out[f"{m}_continuous"] = wide[(m, "continuous")]
+        out[f"d_{m}"] = out[f"{m}_continuous"] - out[f"{m}_softmax"]
+    return out.reset_index()
+
+
+def paired_stats(d: np.ndarray) -> dict:
+    n = len(d)
+    mean = float(np.mean(d)) if n else float("nan")
+    if n < 2:
+        return {"n": n, "mean": mean, "lo": float("nan"), "hi": float("nan"), "p_t": float("nan"), "p_w": float("nan")}
+    half = stats.t.ppf(0.975, n - 1) * np.std(d, ddof=1) / np.sqrt(n)
+    p_t = float(stats.ttest_1samp(d, 0.0).pvalue) if np.std(d) > 0 else float("nan")
+    p_w = float(stats.wilcoxon(d).pvalue) if n >= 6 and np.any(d != 0) else float("nan")
+    return {"n": n, "mean": mean, "lo": mean - half, "hi": mean + half, "p_t": p_t, "p_w": p_w}
+
+
+def _fmt(x: float, digits: int = 4) -> str:
+    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+
+
+def cell_table(df: pd.DataFrame) -> str:
+    g = df.groupby(SETTING + ["attention"])
+    agg = g.agg(mse=("test_mse", "mean"), mse_sd=("test_mse", "std"), mae=("test_mae", "mean"),
+                mae_sd=("test_mae", "std"), n=("seed", "count"), epochs=("epochs", "mean")).reset_index()
+    lines = ["| model | pos | dataset | H | regime | attention | test MSE | test MAE | seeds | epochs |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for _, r in agg.iterrows():
+        lines.append(
+            f"| {r.model} | {r.pos_encoding} | {r.dataset} | {r.horizon} | {r.regime} | {r.attention} | "
+            f"{_fmt(r.mse)} ± {_fmt(r.mse_sd)} | {_fmt(r.mae)} ± {_fmt(r.mae_sd)} | {r.n} | {r.epochs:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def paired_table(p: pd.DataFrame, by: list[str]) -> str:
+    lines = [f"| {' | '.join(by)} | pairs | Δ MSE (cont − soft) [95 % CI] | paired t p | Wilcoxon p | continuous wins |",
+             "|" + "---|" * (len(by) + 5)]
+    for key, grp in p.groupby(by):
+        key = key if isinstance(key, tuple) else (key,)
+        s = paired_stats(grp["d_test_mse"].to_numpy())
+        wins = int((grp["d_test_mse"] < 0).sum())
+        lines.append(
+            f"| {' | '.join(map(str, key))} | {s['n']} | {s['mean']:+.4f} [{_fmt(s['lo'])}, {_fmt(s['hi'])}] | "
+            f"{_fmt(s['p_t'], 3)} | {_fmt(s['p_w'], 3)} | {wins}/{s['n']} |"
+        )
+    return "\n".join(lines)
+
+
+def published_table(df: pd.DataFrame) -> str:
+    lines = ["| dataset | H | PatchTST/42 paper | rerun, every test window | ours softmax (regular) | ours continuous (regular) |",
+             "|---|---|---|---|---|---|"]
+    reg = df[(df["model"] == "patchtst") & (df["regime"] == "regular") & (df["pos_encoding"] == "learned")]
+    for (dataset, horizon), grp in reg.groupby(["dataset", "horizon"]):
+        if dataset not in PUBLISHED or horizon not in HORIZONS:
+            continue
+        i = HORIZONS.index(horizon)
+        ours = {a: grp[grp["attention"] == a]["test_mse"] for a in ("softmax", "continuous")}
+        cells = [f"{_fmt(v.mean())} ± {_fmt(v.std())} (n={len(v)})" if len(v) else "—" for v in ours.values()]
+        lines.append(f"| {dataset} | {horizon} | {PUBLISHED[dataset][0][i]} | {PUBLISHED[dataset][1][i]} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def cost_table(df: pd.DataFrame) -> str:
+    lines = ["| model | dataset | attention | s / training epoch (median) | cells | threads |", "|---|---|---|---|---|---|"]
+    for (model, dataset, attention), grp in df.groupby(["model", "dataset", "attention"]):
+        lines.append(f"| {model} | {dataset} | {attention} | {grp['train_s_per_epoch'].median():.1f} | {len(grp)} | "
+                     f"{int(grp['threads'].iloc[0])} |")
+    return "\n".join(lines)
+
+
+def plot_curves(df: pd.DataFrame, path: Path) -> None:
+    groups = list(df.groupby(["model", "dataset", "horizon", "regime", "pos_encoding"]))
+    if not groups:
+        return
+    cols = min(4, len(groups))
+    rows = int(np.ceil(len(groups) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
+    for ax, (key, grp) in zip(axes.flat, groups):
+        for attention, colour in (("softmax", "tab:blue"), ("continuous", "tab:red")):
+            for i, (_, r) in enumerate(grp[grp["attention"] == attention].iterrows()):
+                curve = json.loads(r["val_curve"])
+                ax.plot(range(1, len(curve) + 1), curve, color=colour, alpha=0.6, label=attention if i == 0 else None)
+        ax.set_title(" ".join(map(str, key)), fontsize=8)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("val MSE")
+        ax.legend(fontsize=7)
+    for ax in axes.flat[len(groups):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_bars(df: pd.DataFrame, path: Path) -> None:
+    groups = list(df.groupby(["model", "dataset", "horizon", "pos_encoding"]))
+    if not groups:
+        return
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.5), squeeze=False)
+    for ax, (key, grp) in zip(axes.flat, groups):
+        regimes = sorted(grp["regime"].unique(), key=lambda r: (len(r), r))
+        x = np.arange(len(regimes))
+        for j, (attention, colour) in enumerate((("softmax", "tab:blue"), ("continuous", "tab:red"))):
+            sub = grp[grp["attention"] == attention].groupby("regime")["test_mse"]
+            mean, sd = sub.mean().reindex(regimes), sub.std().reindex(regimes)
+            ax.bar(x + (j - 0.5) * 0.38, mean, 0.38, yerr=sd, color=colour, label=attention, capsize=3)
+        ax.set_xticks(x, regimes, rotation=30, fontsize=8)
+        lo = grp["test_mse"].min()
+        ax.set_ylim(lo * 0.9, grp["test_mse"].max() * 1.03)
+        ax.set_title(" ".join(map(str, key)), fontsize=9)
+        ax.set_ylabel("test MSE")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(folder: Path) -> Path:
+    folder = Path(folder)
+    df = load(folder)
+    raw = pd.read_csv(folder / "results.csv")
+    failed = raw[raw["status"] != "ok"]
+    p = pairs(df)
+    plot_curves(df, folder / "val_curves.png")
+    plot_bars(df, folder / "test_mse_bars.png")
+    parts = [
+        f"# Study summary: {folder.name}",
+        f"Written {time.strftime('%Y-%m-%d %H:%M')} from `{folder / 'results.csv'}` by `python -m benchmarks.report {folder}`. "
+        f"{len(df)} finished cells, {len(failed)} failed. Threads per run: "
+        f"{', '.join(map(str, sorted(df['threads'].unique()))) if len(df) else '—'}.",
+        "## Test metrics per setting (mean ± std over seeds; scaled data, every test window)",
+        cell_table(df) if len(df) else "(no finished cells)",
+    ]
+    if len(p):
+        parts += [
+            "## Paired differences, continuous − softmax (negative = continuous better)",
+            "Per regime, over all settings and seeds:",
+            paired_table(p, ["regime"]),
+            "Per setting:",
+            paired_table(p, SETTING),
+        ]
+    parts += ["## Against the published PatchTST/42 (MSE)", published_table(df),
+              "## Training cost (same machine, same run)", cost_table(df),
+              "Plots: `val_curves.png` (validation MSE per epoch, every seed), `test_mse_bars.png` (mean ± std)."]
+    if len(failed):
+        parts += ["## Failed cells", "\n".join(f"- {r.cell_id}: {r.error}" for r in failed.itertuples())]
+    out = folder / "summary.md"
+    out.write_text("\n\n".join(parts) + "\n")
+    return out
+
+
+if __name__ == "__main__":
+    print(write(Path(sys.argv[1])))

@@ -1,0 +1,103 @@
+"""One cell of the study: train one model on one dataset/horizon/regime/seed and test it.
+
+A cell is a flat dict (model, attention, pos_encoding, dataset, horizon, regime, seed) plus the
+training budget; everything needed to rerun it is in the dict, which is recorded with the result.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger
+
+from ts_continuum.data import ForecastDataModule
+from ts_continuum.models import build_model
+from ts_continuum.training import ForecastingModule
+
+# name -> (fraction of inputs dropped, fill dropped inputs by interpolation)
+REGIMES = {
+    "regular": (0.0, False),
+    "drop30": (0.3, False),
+    "drop60": (0.6, False),
+    "drop30-interp": (0.3, True),
+    "drop60-interp": (0.6, True),
+}
+KEY_FIELDS = ("model", "attention", "pos_encoding", "dataset", "horizon", "regime", "seed")
+
+
+def cell_id(cell: dict) -> str:
+    return "_".join(str(cell[k]) for k in KEY_FIELDS)
+
+
+class EpochClock(Callback):
+    """Wall time of each training epoch (validation excluded) and the validation curve."""
+
+    def __init__(self):
+        self.train_seconds: list[float] = []
+        self.val_mse: list[float] = []
+
+    def on_train_epoch_start(self, trainer, module):
+        self._t0 = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer, module):
+        self.train_seconds.append(time.perf_counter() - self._t0)
+
+    def on_validation_epoch_end(self, trainer, module):
+        if not trainer.sanity_checking and "val_mse" in trainer.callback_metrics:
+            self.val_mse.append(float(trainer.callback_metrics["val_mse"]))
+
+
+def run_cell(cell: dict, out_dir: Path) -> dict:
+    """Train and test one cell; returns the result row (metrics, epochs, timings)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    drop, interpolate = REGIMES[cell["regime"]]
+    L.seed_everything(int(cell["seed"]), verbose=False)
+    dm = ForecastDataModule(
+        cell["dataset"], lookback=int(cell["lookback"]), horizon=int(cell["horizon"]),
+        batch_size=int(cell["batch_size"]), eval_batch_size=int(cell.get("eval_batch_size", 256)),
+        drop=drop, regime_seed=int(cell["seed"]), interpolate=interpolate,
+    )
+    model = build_model(
+        cell["model"], n_channels=dm.n_channels, lookback=dm.lookback, horizon=dm.horizon,
+        attention=cell["attention"], pos_encoding=cell["pos_encoding"], **cell.get("model_args", {}),
+    )
+    module = ForecastingModule(model, lr=float(cell["lr"]), lr_schedule=cell["lr_schedule"],
+                               pct_start=float(cell.get("pct_start", 0.3)))
+    clock = EpochClock()
+    ckpt = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_mse", mode="min", save_top_k=1)
+    trainer = L.Trainer(
+        accelerator=cell.get("accelerator", "cpu"), max_epochs=int(cell["max_epochs"]),
+        limit_train_batches=cell.get("limit_train_batches", 1.0),
+        callbacks=[clock, ckpt, EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"]))],
+        logger=CSVLogger(out_dir, name="", version=""), enable_progress_bar=False, enable_model_summary=False,
+        num_sanity_val_steps=0, deterministic=False,
+    )
+    t0 = time.perf_counter()
+    trainer.fit(module, dm)
+    fit_s = time.perf_counter() - t0
+    test = trainer.test(module, dm, ckpt_path=ckpt.best_model_path, verbose=False)[0]
+    wall = time.perf_counter() - t0
+    best_epoch = int(min(range(len(clock.val_mse)), key=clock.val_mse.__getitem__)) if clock.val_mse else -1
+    Path(ckpt.best_model_path).unlink(missing_ok=True)  # results are the numbers; keep the disk small
+    return {
+        "test_mse": test["test_mse"],
+        "test_mae": test["test_mae"],
+        "best_val_mse": min(clock.val_mse) if clock.val_mse else float("nan"),
+        "epochs": len(clock.train_seconds),
+        "best_epoch": best_epoch + 1,
+        "train_s_per_epoch": sum(clock.train_seconds[1:]) / max(1, len(clock.train_seconds) - 1)
+        if len(clock.train_seconds) > 1 else (clock.train_seconds[0] if clock.train_seconds else float("nan")),
+        "first_epoch_s": clock.train_seconds[0] if clock.train_seconds else float("nan"),
+        "fit_s": fit_s,
+        "wall_s": wall,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "threads": torch.get_num_threads(),
+        "val_curve": json.dumps([round(v, 5) for v in clock.val_mse]),
+        "n_params": sum(p.numel() for p in model.parameters()),
+    }

@@ -1,0 +1,90 @@
+"""The study runner: grid expansion, a tiny run, failure recording, resuming, the report."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks import run
+from benchmarks.report import paired_stats
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_grid(csv_path: Path, tmp_path: Path, bad_block: bool = True) -> Path:
+    grid = {
+        "name": "tiny",
+        "out": str(tmp_path / "out"),
+        "defaults": {
+            "model_args": {"patch_len": 8, "stride": 4, "d_model": 8, "n_heads": 2, "n_layers": 1, "d_ff": 16,
+                           "dropout": 0.0, "attention_backend": "torch"},
+            "lr": 0.003, "lr_schedule": "constant", "lookback": 24, "batch_size": 32, "eval_batch_size": 64,
+            "max_epochs": 2, "patience": 2,
+        },
+        "blocks": [{"name": "main", "model": "patchtst", "attention": ["softmax", "continuous"],
+                    "pos_encoding": "learned", "dataset": str(csv_path), "horizon": 6,
+                    "regime": ["regular", "drop30"], "seed": [0, 1]}],
+    }
+    if bad_block:
+        grid["blocks"].append({"name": "broken", "model": "patchtst", "attention": "softmax",
+                               "pos_encoding": "learned", "dataset": str(csv_path), "horizon": 6,
+                               "regime": "regular", "seed": 9, "overrides": {"model_args": {"d_model": 7}}})
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    return path
+
+
+def rows(out: Path) -> list[dict]:
+    with (out / "results.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_profiles_expand_with_published_settings():
+    grid = yaml.safe_load((ROOT / "benchmarks/grids/full.yaml").read_text())
+    cells = run.expand(grid)
+    assert len({run.cell_id(c) for c in cells}) == len(cells)
+    etth1 = next(c for c in cells if c["dataset"] == "ETTh1" and c["model"] == "patchtst")
+    assert etth1["model_args"]["d_model"] == 16 and etth1["lookback"] == 336 and etth1["lr"] == 1e-4
+    ettm1 = next(c for c in cells if c["dataset"] == "ETTm1" and c["model"] == "patchtst")
+    assert ettm1["model_args"]["d_model"] == 128 and ettm1["lr_schedule"] == "onecycle"
+    # both attentions of a setting run side by side
+    assert [c["attention"] for c in cells[:2]] == ["softmax", "continuous"]
+    for profile in ("quick", "cpu"):
+        assert run.expand(yaml.safe_load((ROOT / f"benchmarks/grids/{profile}.yaml").read_text()))
+
+
+def test_grid_without_settings_is_a_clear_error(tmp_path):
+    grid = {"blocks": [{"name": "x", "model": "patchtst", "attention": "softmax", "pos_encoding": "learned",
+                        "dataset": "my.csv", "horizon": 6, "regime": "regular", "seed": 0}]}
+    with pytest.raises(ValueError, match="lacks"):
+        run.expand(grid)
+
+
+@pytest.mark.slow
+def test_tiny_grid_runs_records_failures_resumes_and_reports(tiny_csv, tmp_path):
+    grid = tiny_grid(tiny_csv, tmp_path)
+    out = tmp_path / "out"
+    run.main(["--grid", str(grid), "--max-cells", "3"])
+    assert len(rows(out)) == 3
+    run.main(["--grid", str(grid)])
+    recorded = rows(out)
+    assert len(recorded) == 9 and len({r["cell_id"] for r in recorded}) == 9, "resuming must not rerun cells"
+    failed = [r for r in recorded if r["status"] == "failed"]
+    assert len(failed) == 1 and "divisible" in failed[0]["error"]
+    assert (out / "runs" / failed[0]["cell_id"] / "error.txt").exists()
+    ok = [r for r in recorded if r["status"] == "ok"]
+    assert all(float(r["test_mse"]) > 0 and int(r["epochs"]) >= 1 for r in ok)
+    assert (out / "runs" / ok[0]["cell_id"] / "cell.json").exists()
+    summary = (out / "summary.md").read_text()
+    assert "Paired differences" in summary and "broken" not in summary.split("## Failed cells")[0]
+    assert (out / "val_curves.png").stat().st_size > 0 and (out / "test_mse_bars.png").stat().st_size > 0
+
+
+def test_paired_statistics():
+    s = paired_stats([-0.01, -0.02, -0.015, -0.012, -0.018, -0.011])
+    assert s["hi"] < 0 and s["p_t"] < 0.01 and s["n"] == 6
+    s = paired_stats([0.01, -0.01, 0.02, -0.02, 0.0, 0.001])
+    assert s["lo"] < 0 < s["hi"]

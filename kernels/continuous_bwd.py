@@ -8,10 +8,15 @@ write disjoint rows, so no atomics are needed and the result does not depend on 
 Each point gets gradient from two segments: as the right endpoint of segment i and as the left
 endpoint of segment i+1. A dK/dV program therefore works on BLOCK_N segments p0..p0+BLOCK_N-1 but
 owns only the BLOCK_N-1 points p0..p0+BLOCK_N-2, whose both segments lie in its tile (neighbouring
-tiles overlap by one segment, 1/BLOCK_N extra work). Left-endpoint contributions accumulate per
-segment, one row after the point they belong to; a single exact 0/1 ``tl.dot`` moves them up one
-row at the end of the program (``tl.gather`` would do the same; this is once per program, off the
-hot loop). Neighbour scores and values come from K and V loaded twice, aligned and shifted by one
+tiles overlap by one segment, 1/BLOCK_N extra work). Inside the tile, column c of the per-point
+gradient is the right-end partial of column c plus the left-end partial of column c+1: that
+one-column shift is a product with a 0/1 matrix (exact: one nonzero term per entry, in the input
+dtype the partials are rounded to for the next product anyway). It keeps one float32 accumulator
+each for dK and dV instead of a left and a right one (four BLOCK_N x D accumulators spill
+registers at BLOCK_N = 64, D = 64 on sm_90, checked with ptxas) and replaces two BLOCK_N x
+BLOCK_M x D products by two BLOCK_M x BLOCK_N x BLOCK_N ones. ``tl.gather`` along the key axis
+would do the shift without the product; benchmarks/kernel_bench.py is where that is to be
+measured. Neighbour scores and values come from K and V loaded twice, aligned and shifted by one
 row, as in the forward (see continuous_fwd.py for why).
 """
 
@@ -21,17 +26,17 @@ import torch
 import triton
 import triton.language as tl
 
-from .continuous_fwd import batch_stride, dot_precision
+from .continuous_fwd import batch_stride, dot_precision, query_program
 from .moments import all_moments, segment_shape
-from .tuning import KEY_MAJOR, QUERY_MAJOR, launch_blocks, length_bucket, tuned
+from .tuning import DYNAMIC, KEY_MAJOR, QUERY_MAJOR, launch_blocks, length_bucket, per_head_dim
 
 PREPROCESS_ROWS = 64
 
 
-@triton.jit
-def _preprocess_kernel(OUT, DO, DELTA, T, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-    bh = tl.program_id(1).to(tl.int64)
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+@triton.jit(do_not_specialize=["T", "H"])
+def _preprocess_kernel(OUT, DO, DELTA, T, H, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    pid_m, bh, _ = query_program(T, H, BLOCK_M)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs = bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
     mask = rows[:, None] < T
     o = tl.load(OUT + offs, mask=mask, other=0.0).to(tl.float32)
@@ -54,15 +59,16 @@ def _segment_gradients(x, y, log_len, valid, lse, g_l, g_r):
     return da_l, da_r, c * tl.where(left_high, p2, chi), c * tl.where(left_high, chi, p2)
 
 
-@tuned(KEY_MAJOR)
-@triton.jit
+@triton.jit(do_not_specialize=DYNAMIC)
 def _dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, LOG_DELTA, LAST, DK, DV,
     T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    p0 = tl.program_id(0) * (BLOCK_N - 1)  # owns points p0 .. p0 + BLOCK_N - 2
-    bh = tl.program_id(1).to(tl.int64)
+    pid = tl.program_id(0)
+    blocks = tl.cdiv(T + 1, BLOCK_N - 1)
+    p0 = (pid % blocks) * (BLOCK_N - 1)  # owns points p0 .. p0 + BLOCK_N - 2
+    bh = (pid // blocks).to(tl.int64)
     b = bh // H
     cols = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
@@ -78,10 +84,10 @@ def _dkdv_kernel(
     v_l = tl.load(v_base + left, mask=seg_in[:, None], other=0.0)
     log_len = tl.load(LOG_DELTA + b * stride_delta_b + seg - 1, mask=seg_in, other=0.0)
 
-    dk_r = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)  # by segment: right endpoint p0 + c
-    dk_l = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)  # by segment: left endpoint p0 + c - 1
-    dv_r = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
-    dv_l = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    # shift[r, c] = 1 where r = c + 1: (partial @ shift)[:, c] = partial[:, c + 1]
+    shift = (cols[:, None] == cols[None, :] + 1).to(k_r.dtype)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)  # row c: point p0 + c
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     qd_base = bh * T * HEAD_DIM
     for m0 in range(0, T, BLOCK_M):
         rows = m0 + tl.arange(0, BLOCK_M)
@@ -99,33 +105,25 @@ def _dkdv_kernel(
             g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
             valid = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])
             da_l, da_r, p_l, p_r = _segment_gradients(x, y, log_len, valid, lse, g_l, g_r)
-            dk_l += tl.dot(tl.trans(da_l.to(q.dtype)), q, input_precision=DOT_PRECISION)
-            dk_r += tl.dot(tl.trans(da_r.to(q.dtype)), q, input_precision=DOT_PRECISION)
-            dv_l += tl.dot(tl.trans(p_l.to(do.dtype)), do, input_precision=DOT_PRECISION)
-            dv_r += tl.dot(tl.trans(p_r.to(do.dtype)), do, input_precision=DOT_PRECISION)
+            da = da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)
+            p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
+            dk += tl.dot(tl.trans(da.to(q.dtype)), q, input_precision=DOT_PRECISION)
+            dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
 
-    # Point p0 + c collects segment p0 + c (right end) and segment p0 + c + 1 (left end): move
-    # the left-end rows up by one with an exact 0/1 matrix product.
-    shift = (cols[None, :] == cols[:, None] + 1).to(tl.float32)
-    dk = (dk_r + tl.dot(shift, dk_l, input_precision="ieee")) * scale
-    dv = dv_r + tl.dot(shift, dv_l, input_precision="ieee")
     point = p0 + cols
     own = (cols < BLOCK_N - 1) & (point <= T)
     offs = bh * (T + 1) * HEAD_DIM + point[:, None] * HEAD_DIM + dims[None, :]
-    tl.store(DK + offs, dk.to(DK.dtype.element_ty), mask=own[:, None])
+    tl.store(DK + offs, (dk * scale).to(DK.dtype.element_ty), mask=own[:, None])
     tl.store(DV + offs, dv.to(DV.dtype.element_ty), mask=own[:, None])
 
 
-@tuned(QUERY_MAJOR)
-@triton.jit
+@triton.jit(do_not_specialize=DYNAMIC)
 def _dq_kernel(
     Q, K, V, DO, LSE, DELTA, LOG_DELTA, LAST, DQ,
     T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
+    pid_m, bh, b = query_program(T, H, BLOCK_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
@@ -162,6 +160,10 @@ def _dq_kernel(
     tl.store(DQ + offs, (dq * scale).to(DQ.dtype.element_ty), mask=row_in[:, None])
 
 
+_DKDV = per_head_dim(_dkdv_kernel, KEY_MAJOR)
+_DQ = per_head_dim(_dq_kernel, QUERY_MAJOR)
+
+
 def backward(
     q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, out: torch.Tensor, grad_out: torch.Tensor,
     lse: torch.Tensor, log_delta: torch.Tensor, last: torch.Tensor, first: int, scale: float,
@@ -169,16 +171,16 @@ def backward(
     """(dq, dk_ext, dv_ext) in the inputs' dtypes; inputs contiguous, as for :func:`forward`."""
     B, H, T, D = q.shape
     delta = torch.empty_like(lse)
-    _preprocess_kernel[(triton.cdiv(T, PREPROCESS_ROWS), B * H)](
-        out, grad_out, delta, T, HEAD_DIM=D, BLOCK_M=PREPROCESS_ROWS
+    _preprocess_kernel[(triton.cdiv(T, PREPROCESS_ROWS) * B * H,)](
+        out, grad_out, delta, T, H, HEAD_DIM=D, BLOCK_M=PREPROCESS_ROWS
     )
     dq = torch.empty_like(q)
     dk = torch.empty_like(k_ext)
     dv = torch.empty_like(v_ext)
     shared = (T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T))
     meta = dict(HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype), **launch_blocks())
-    grid_kv = lambda m: (triton.cdiv(T + 1, m["BLOCK_N"] - 1), B * H)  # noqa: E731
-    _dkdv_kernel[grid_kv](q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dk, dv, *shared, **meta)
-    grid_q = lambda m: (triton.cdiv(T, m["BLOCK_M"]), B * H)  # noqa: E731
-    _dq_kernel[grid_q](q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dq, *shared, **meta)
+    grid_kv = lambda m: (triton.cdiv(T + 1, m["BLOCK_N"] - 1) * B * H,)  # noqa: E731
+    _DKDV[D][grid_kv](q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dk, dv, *shared, **meta)
+    grid_q = lambda m: (triton.cdiv(T, m["BLOCK_M"]) * B * H,)  # noqa: E731
+    _DQ[D][grid_q](q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dq, *shared, **meta)
     return dq, dk, dv

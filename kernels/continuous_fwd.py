@@ -20,19 +20,26 @@ import triton
 import triton.language as tl
 
 from .moments import forward_moments, segment_shape
-from .tuning import QUERY_MAJOR, launch_blocks, length_bucket, tuned
+from .tuning import DYNAMIC, QUERY_MAJOR, launch_blocks, length_bucket, per_head_dim
 
 
-@tuned(QUERY_MAJOR)
 @triton.jit
+def query_program(T, H, BLOCK_M: tl.constexpr):
+    """(query block, batch x head, batch) of this program in a 1-D grid, query blocks fastest:
+    neighbouring programs share K and V in L2, and B x H may exceed the 65535 limit of grid axis 1."""
+    pid = tl.program_id(0)
+    blocks = tl.cdiv(T, BLOCK_M)
+    bh = (pid // blocks).to(tl.int64)
+    return pid % blocks, bh, bh // H
+
+
+@triton.jit(do_not_specialize=DYNAMIC)
 def _forward_kernel(
     Q, K, V, LOG_DELTA, LAST, OUT, LSE,
     T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    bh = tl.program_id(1).to(tl.int64)
-    b = bh // H
+    pid_m, bh, b = query_program(T, H, BLOCK_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
@@ -86,6 +93,9 @@ def _forward_kernel(
     tl.store(LSE + bh * T + rows, lse, mask=row_in)
 
 
+_FORWARD = per_head_dim(_forward_kernel, QUERY_MAJOR)
+
+
 def dot_precision(dtype: torch.dtype) -> str:
     """Exact float32 products for float32 inputs (the GPU default would be TF32)."""
     return "ieee" if dtype == torch.float32 else "tf32"
@@ -107,8 +117,8 @@ def forward(
     B, H, T, D = q.shape
     out = torch.empty_like(q)
     lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)
-    grid = lambda meta: (triton.cdiv(T, meta["BLOCK_M"]), B * H)  # noqa: E731
-    _forward_kernel[grid](
+    grid = lambda meta: (triton.cdiv(T, meta["BLOCK_M"]) * B * H,)  # noqa: E731
+    _FORWARD[D][grid](
         q, k_ext, v_ext, log_delta, last, out, lse,
         T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T),
         HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype), **launch_blocks(),

@@ -1,8 +1,10 @@
 """Block sizes: autotuned per head dimension (and length bucket) on a GPU, fixed in the interpreter.
 
-The Triton interpreter runs every program one after the other on the CPU, so autotuning there
-would run every config of every kernel serially: it uses one small fixed config instead (16 x 16
-blocks, which also makes small test shapes cross several block boundaries).
+Each head dimension gets its own short list of candidate configs (an autotuner per head dim over
+the same compiled kernel), so a GPU run compiles 3 configs per kernel and head dim, not every
+config for every head dim. The Triton interpreter runs programs one after another on the CPU, so
+autotuning there would be very slow: it uses one fixed config, 16 x 16 blocks, small enough that
+test shapes cross several block boundaries.
 """
 
 from __future__ import annotations
@@ -14,31 +16,46 @@ import triton
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 INTERPRETER_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16}
 
-# Autotuning key: head dim and a power-of-two length bucket (the dtype is added by Triton), so a
-# new sequence length in the same bucket reuses the tuned config instead of re-benchmarking.
-KEY = ["HEAD_DIM", "T_BUCKET"]
+# Runtime integers the kernels must not be specialised (recompiled) on: lengths, strides, flags.
+DYNAMIC = ["T", "H", "stride_delta_b", "stride_last_b", "FIRST", "T_BUCKET"]
+
+# Retune for a new head dim (separate autotuner) or a new power-of-two length bucket; Triton adds
+# the dtypes. A new length inside a known bucket reuses the tuned config.
+KEY = ["T_BUCKET"]
+
+Blocks = tuple[int, int, int, int]  # BLOCK_M, BLOCK_N, num_warps, num_stages
+
+# Candidates picked without a GPU, from ptxas register reports for sm_90 (bfloat16): configs that
+# compile without (or with few) register spills; the autotuner chooses among them on the GPU.
+# Forward and dQ pass: BLOCK_M query rows resident, loop over BLOCK_N segments. The moment
+# arithmetic keeps a dozen BLOCK_M x BLOCK_N float32 tiles live, hence the narrow segment blocks.
+QUERY_MAJOR: dict[int, list[Blocks]] = {
+    16: [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 8, 2)],
+    32: [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 8, 2)],
+    64: [(64, 32, 4, 2), (128, 32, 8, 2), (32, 64, 4, 2)],
+    128: [(64, 32, 8, 2), (128, 32, 8, 2), (32, 32, 4, 2)],
+}
+# dK/dV pass: BLOCK_N points resident (K and V twice, two float32 accumulators), loop over BLOCK_M queries.
+KEY_MAJOR: dict[int, list[Blocks]] = {
+    16: [(32, 64, 4, 2), (64, 32, 4, 2), (32, 64, 8, 2)],
+    32: [(32, 64, 4, 2), (64, 32, 4, 2), (32, 64, 8, 2)],
+    64: [(32, 64, 8, 2), (32, 32, 4, 2), (64, 32, 4, 2)],
+    128: [(32, 32, 8, 2), (16, 32, 4, 2), (32, 64, 8, 2)],
+}
 
 
-def _configs(blocks: list[tuple[int, int, int, int]]) -> list[triton.Config]:
-    return [
-        triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in blocks
-    ]
-
-
-# Forward and dQ pass: BLOCK_M query rows resident, loop over BLOCK_N segments. The per-element
-# moment arithmetic keeps many BLOCK_M x BLOCK_N float32 tiles live, hence the modest tiles.
-QUERY_MAJOR = _configs([(64, 32, 4, 2), (64, 64, 4, 2), (128, 32, 8, 2), (128, 64, 8, 2), (64, 64, 8, 3)])
-# dK/dV pass: BLOCK_N points resident (K, V and four float32 accumulators), loop over BLOCK_M queries.
-KEY_MAJOR = _configs([(32, 64, 4, 2), (64, 64, 4, 2), (64, 64, 8, 2), (32, 128, 8, 2), (64, 32, 4, 2)])
-
-
-def tuned(configs: list[triton.Config]):
-    """Decorator: autotune ``configs`` on a GPU; leave the kernel as is under the interpreter."""
-
-    def wrap(kernel):
-        return kernel if INTERPRET else triton.autotune(configs, key=KEY)(kernel)
-
-    return wrap
+def per_head_dim(kernel, blocks: dict[int, list[Blocks]]) -> dict:
+    """``{head_dim: launcher}``: an autotuner over ``blocks[head_dim]`` on a GPU, the kernel itself
+    (launched with :data:`INTERPRETER_BLOCKS`) in the interpreter."""
+    if INTERPRET:
+        return {d: kernel for d in blocks}
+    return {
+        d: triton.autotune(
+            [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in cands],
+            key=KEY,
+        )(kernel)
+        for d, cands in blocks.items()
+    }
 
 
 def launch_blocks() -> dict[str, int]:

@@ -28,7 +28,7 @@ import triton.language as tl
 
 from .continuous_fwd import batch_stride, dot_precision, query_program
 from .moments import all_moments, segment_shape
-from .tuning import DYNAMIC, KEY_MAJOR, QUERY_MAJOR, launch_blocks, length_bucket, per_head_dim
+from .tuning import DYNAMIC, KEY_MAJOR, QUERY_MAJOR, TunedKernel, length_bucket
 
 PREPROCESS_ROWS = 64
 
@@ -160,8 +160,8 @@ def _dq_kernel(
     tl.store(DQ + offs, (dq * scale).to(DQ.dtype.element_ty), mask=row_in[:, None])
 
 
-_DKDV = per_head_dim(_dkdv_kernel, KEY_MAJOR)
-_DQ = per_head_dim(_dq_kernel, QUERY_MAJOR)
+_DKDV = TunedKernel(_dkdv_kernel, KEY_MAJOR)
+_DQ = TunedKernel(_dq_kernel, QUERY_MAJOR)
 
 
 def backward(
@@ -178,9 +178,9 @@ def backward(
     dk = torch.empty_like(k_ext)
     dv = torch.empty_like(v_ext)
     shared = (T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T))
-    meta = dict(HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype), **launch_blocks())
+    meta = dict(HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype))
     grid_kv = lambda m: (triton.cdiv(T + 1, m["BLOCK_N"] - 1) * B * H,)  # noqa: E731
-    _DKDV[D][grid_kv](q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dk, dv, *shared, **meta)
+    _DKDV.launch(grid_kv, D, q.dtype, q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dk, dv, *shared, **meta)
     grid_q = lambda m: (triton.cdiv(T, m["BLOCK_M"]) * B * H,)  # noqa: E731
-    _DQ[D][grid_q](q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dq, *shared, **meta)
+    _DQ.launch(grid_q, D, q.dtype, q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dq, *shared, **meta)
     return dq, dk, dv

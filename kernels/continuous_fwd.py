@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from .moments import forward_moments, segment_shape
-from .tuning import DYNAMIC, QUERY_MAJOR, launch_blocks, length_bucket, per_head_dim
+from .tuning import DYNAMIC, QUERY_MAJOR, TunedKernel, length_bucket
 
 
 @triton.jit
@@ -93,7 +93,7 @@ def _forward_kernel(
     tl.store(LSE + bh * T + rows, lse, mask=row_in)
 
 
-_FORWARD = per_head_dim(_forward_kernel, QUERY_MAJOR)
+_FORWARD = TunedKernel(_forward_kernel, QUERY_MAJOR)
 
 
 def dot_precision(dtype: torch.dtype) -> str:
@@ -118,9 +118,10 @@ def forward(
     out = torch.empty_like(q)
     lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)
     grid = lambda meta: (triton.cdiv(T, meta["BLOCK_M"]) * B * H,)  # noqa: E731
-    _FORWARD[D][grid](
+    _FORWARD.launch(
+        grid, D, q.dtype,
         q, k_ext, v_ext, log_delta, last, out, lse,
         T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T),
-        HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype), **launch_blocks(),
+        HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype),
     )
     return out, lse

@@ -2,8 +2,8 @@
 
 Without a GPU the kernel runs in the Triton interpreter (tests/conftest.py sets TRITON_INTERPRET),
 on small shapes whose lengths cross the interpreter's 16-wide blocks. On a GPU machine
-(benchmarks/gpu_check.sh) the same tests run compiled on CUDA tensors, plus the ``gpu`` tests:
-bfloat16, head dims 64/128, long sequences and the O(T) memory footprint.
+(TS_CONTINUUM_GPU_TESTS=1) the same tests run compiled on CUDA tensors; benchmarks/gpu_check.sh
+runs the ``gpu`` tests: bfloat16, head dims 64/128, long sequences, the O(T) memory footprint.
 """
 
 from __future__ import annotations
@@ -65,10 +65,13 @@ def assert_float32_match(tensors, sink, atol=1e-5, rtol=1e-5, **kw):
 
 
 def assert_half_match(tensors, sink, dtype, atol, **kw):
-    """flash-attn's rule: the kernel's error against float32 at most twice the torch path's, + atol.
+    """flash-attn's rule: the kernel's error against float32 at most twice the torch path's, plus
+    ``atol`` relative to the largest reference entry (at least 1).
 
     Both start from the same half-precision inputs, so the reference is the float32 computation
-    on those rounded inputs; the torch path's error is then its output rounding.
+    on those rounded inputs. The torch path computes in float32 and only rounds its result, so its
+    error is small; the kernel also rounds weights and score gradients before its products, as
+    FlashAttention does, which ``atol`` allows for.
     """
     rounded = [t.to(dtype).float() for t in tensors]
     ref = run("torch", rounded, torch.float32, sink, **kw)
@@ -76,7 +79,8 @@ def assert_half_match(tensors, sink, dtype, atol, **kw):
     got = run("triton", rounded, dtype, sink, **kw)
     for name, g, t, r in zip(NAMES, got, torch_half, ref):
         err, base = (g - r).abs().max().item(), (t - r).abs().max().item()
-        assert err <= 2 * base + atol, f"{name}: kernel error {err:.3g} vs torch {dtype} path {base:.3g}"
+        bound = 2 * base + atol * max(1.0, r.abs().max().item())
+        assert err <= bound, f"{name}: kernel error {err:.3g} > {bound:.3g} (torch {dtype} path: {base:.3g})"
 
 
 @pytest.mark.parametrize("sink", SINKS)
@@ -123,7 +127,8 @@ def test_backend_triton_dispatches_to_the_kernel():
     """Guards every comparison here: backend="triton" must not quietly be the torch path."""
     q = torch.randn(1, 1, 4, 16, device=DEVICE)
     assert backends.select("triton", q, 16, 16) is triton_backend
-    assert (backends.select("auto", q, 16, 16) is triton_backend) == (DEVICE == "cuda")
+    if DEVICE == "cpu":
+        assert backends.select("auto", q, 16, 16) is not triton_backend
 
 
 @pytest.mark.parametrize(
@@ -168,21 +173,28 @@ def test_triton_backend_on_cpu_without_the_interpreter_is_a_clear_error():
 
 @gpu
 @needs_gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("dtype,D", [(torch.bfloat16, 64), (torch.bfloat16, 128), (torch.float16, 64)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_gpu_half_precision_long_sequences(dtype, D, causal):
-    tensors, kw = make_case(B=2, H=2, T=1000, D=D, lengths=[1000, 613], seed=D + causal)
-    assert_half_match(tensors, "learned", dtype, atol=2e-2, causal=causal, **kw)
+    tensors, kw = make_case(B=2, H=2, T=2048, D=D, lengths=[2048, 1300], seed=D + causal)
+    atol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+    assert_half_match(tensors, "learned", dtype, atol=atol, causal=causal, **kw)
 
 
 @gpu
 @needs_gpu
-@pytest.mark.parametrize("T,D", [(2048, 64), (2048, 128), (777, 64)])
-@pytest.mark.parametrize("causal", [False, True])
-def test_gpu_float32_matches_exact_path(T, D, causal):
-    tensors, kw = make_case(B=1, H=2, T=T, D=D, seed=T + causal)
+@pytest.mark.parametrize("T,causal", [(2048, False), (2048, True), (777, False)])
+def test_gpu_float32_matches_exact_path(T, causal):
+    tensors, kw = make_case(B=1, H=2, T=T, D=64, seed=T + causal)
     assert_float32_match(tensors, "zero", atol=1e-4, rtol=1e-4, causal=causal, **kw)
+
+
+@gpu
+@needs_gpu
+def test_gpu_auto_backend_uses_the_kernel():
+    q = torch.randn(1, 1, 4, 64, device="cuda", dtype=torch.bfloat16)
+    assert backends.select("auto", q, 64, 64) is triton_backend
+    assert backends.select("auto", q.double(), 64, 64) is not triton_backend
 
 
 @gpu

@@ -9,15 +9,16 @@ Each point gets gradient from two segments: as the right endpoint of segment i a
 endpoint of segment i+1. A dK/dV program therefore works on BLOCK_N segments p0..p0+BLOCK_N-1 but
 owns only the BLOCK_N-1 points p0..p0+BLOCK_N-2, whose both segments lie in its tile (neighbouring
 tiles overlap by one segment, 1/BLOCK_N extra work). Inside the tile, column c of the per-point
-gradient is the right-end partial of column c plus the left-end partial of column c+1: that
-one-column shift is a product with a 0/1 matrix (exact: one nonzero term per entry, in the input
-dtype the partials are rounded to for the next product anyway). It keeps one float32 accumulator
-each for dK and dV instead of a left and a right one (four BLOCK_N x D accumulators spill
-registers at BLOCK_N = 64, D = 64 on sm_90, checked with ptxas) and replaces two BLOCK_N x
-BLOCK_M x D products by two BLOCK_M x BLOCK_N x BLOCK_N ones. ``tl.gather`` along the key axis
-would do the shift without the product; benchmarks/kernel_bench.py is where that is to be
-measured. Neighbour scores and values come from K and V loaded twice, aligned and shifted by one
-row, as in the forward (see continuous_fwd.py for why).
+gradient is the right-end partial of column c plus the left-end partial of column c+1. That
+one-column shift is a product with a 0/1 matrix: each entry has one nonzero term, so it is exact
+once the left partial is rounded to the input dtype (one rounding more than a float32 add; the
+sum is rounded for the next product anyway, as in FlashAttention). It keeps one float32
+accumulator each for dK and dV instead of a left and a right one (four BLOCK_N x D accumulators
+spill registers at BLOCK_N = 64, D = 64 on sm_90: benchmarks/register_report.py) and trades two
+BLOCK_N x BLOCK_M x D products for two BLOCK_M x BLOCK_N x BLOCK_N ones. ``tl.gather`` along the
+key axis would shift without a product or the rounding; it is the alternative to time on a GPU
+before switching. Neighbour scores and values come from K and V loaded twice, aligned and
+shifted by one row, as in the forward (see continuous_fwd.py for why).
 """
 
 from __future__ import annotations

@@ -6,11 +6,12 @@ scores and values of its right endpoints (points j0..) and of its left endpoints
 Neighbour access, the main design choice: K and V are loaded twice, aligned (right endpoints) and
 shifted one row back (left endpoints), and the left scores come from a second ``tl.dot``. This
 costs one extra QK^T and one extra PV product per tile, but needs nothing beyond ``tl.dot`` and
-plain loads (the second load mostly hits L2), so it runs identically on Triton 3.6 and 3.9 and in
-the interpreter. The alternatives, shifting the aligned scores with ``tl.gather`` or carrying the
+plain loads (the shifted rows are the aligned ones but one, so the second load should mostly hit
+cache): no API newer than Triton 3.6, and the interpreter runs it as the GPU does. The alternatives, shifting the aligned scores with ``tl.gather`` or carrying the
 previous block's last score column across iterations, save that product at the price of
-cross-lane shuffles; benchmarks/kernel_bench.py is where they are to be measured on a GPU before
-replacing this one.
+cross-lane shuffles; they are to be timed on a GPU (as variants in benchmarks/kernel_bench.py)
+before replacing this one. The two value products could likewise become one, on per-point
+weights shifted as in the dK/dV pass (continuous_bwd.py).
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def assert_float32_match(tensors, sink, atol=1e-5, rtol=1e-5, **kw):
     got = run("triton", tensors, torch.float32, sink, **kw)
     want = run("torch", tensors, torch.float32, sink, **kw)
     for name, a, b in zip(NAMES, got, want):
-        torch.testing.assert_close(a, b, atol=atol, rtol=rtol, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(a, b, atol=atol, rtol=rtol, msg=lambda m, name=name: f"{name}: {m}")
     assert want[0].abs().max() > 0.1, "degenerate case: nothing to compare"
 
 

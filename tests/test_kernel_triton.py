@@ -15,9 +15,12 @@ import sys
 import pytest
 import torch
 
-from ts_continuum import continuous_attention
-from ts_continuum.attention import backends
-from ts_continuum.kernels.autograd import triton_backend
+pytest.importorskip("triton")
+
+from ts_continuum import continuous_attention  # noqa: E402
+from ts_continuum.attention import backends  # noqa: E402
+from ts_continuum.kernels import tuning  # noqa: E402
+from ts_continuum.kernels.autograd import triton_backend  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 DEVICE = "cuda" if torch.cuda.is_available() and not INTERPRET else "cpu"
@@ -102,6 +105,15 @@ def test_ragged_lengths_and_every_times_layout_float32(times, causal):
 def test_lengths_at_block_boundaries_float32(T, sink):
     tensors, kw = make_case(B=1, H=2, T=T, seed=T)
     assert_float32_match(tensors, sink, causal=T % 2 == 0, **kw)
+
+
+@pytest.mark.skipif(not INTERPRET, reason="block sizes are autotuned on a GPU")
+@pytest.mark.parametrize("block_m,block_n", [(32, 64), (64, 32)])
+def test_gpu_sized_blocks_float32(monkeypatch, block_m, block_n):
+    """The GPU's block shapes (wider than the interpreter's 16 x 16) give the same results."""
+    monkeypatch.setattr(tuning, "INTERPRETER_BLOCKS", {"BLOCK_M": block_m, "BLOCK_N": block_n})
+    tensors, kw = make_case(B=2, H=1, T=70, lengths=[70, 40], seed=block_m)
+    assert_float32_match(tensors, "repeat", causal=True, **kw)
 
 
 def test_head_dim_32_and_custom_scale_float32():

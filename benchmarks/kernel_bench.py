@@ -1,0 +1,254 @@
+"""GPU speed and memory of the continuous-attention kernel against SDPA-flash, measured in one run.
+
+    python benchmarks/kernel_bench.py OUT_DIR [--quick] [--dtype bf16]
+
+For each shape it times forward, backward and forward+backward of
+  - ``kernel``: continuous_attention(backend="triton") (the public op, sink point included),
+  - ``sdpa``: torch SDPA restricted to the flash backend (softmax attention, same shapes),
+  - ``exact``: continuous_attention(backend="torch"), the exact chunked path, where its cost
+    (B·H·T² score elements) stays under --exact-cap,
+and reports milliseconds, the speed ratio to SDPA (SDPA time / time, so 0.5 = half SDPA's speed),
+softmax-equivalent TFLOP/s (4·B·H·T²·D forward, halved when causal; backward 2.5x that) and the
+peak memory of one forward+backward. Shapes: long sequences at a constant token count
+(T in 256..16384, D in 64/128) and time-series shapes (short T, small D, B·H in the thousands).
+
+Writes OUT_DIR/kernel_bench.json, kernel_bench.md (with date, device, versions and the command)
+and kernel_bench.png (speed ratio vs T), rewritten after every shape so that a run cut short by a
+time limit still leaves its measurements. Only one neighbour-access variant (shifted second load
+and dot, see kernels/continuous_fwd.py) is implemented, so there is no variant comparison yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+LONG_TOKENS = 16 * 16384  # B·H·T for the long-sequence shapes (FlashAttention papers: 16k tokens x 16 heads)
+LONG_T = [256, 1024, 4096, 16384]
+LONG_D = [64, 128]
+TS_T = [42, 64, 96, 336, 720]
+TS_D = [16, 32, 64]
+TS_HEADS = 16
+TS_SERIES = 128 * 21  # PatchTST on Weather: 128 windows x 21 channels, 16 heads
+QUICK_TS_T = [42, 96, 336, 720]
+QUICK_TS_D = [16, 64]
+
+
+def shapes(quick: bool) -> list[dict]:
+    out = []
+    for D in LONG_D:
+        for T in LONG_T:
+            bh = LONG_TOKENS // T
+            out += [dict(group="long", B=bh // 16, H=16, T=T, D=D, causal=c) for c in (False, True)]
+    for D in QUICK_TS_D if quick else TS_D:
+        for T in QUICK_TS_T if quick else TS_T:
+            B = TS_SERIES // 8 if quick else TS_SERIES  # quick: an eighth of the series, still thousands of B·H
+            out += [dict(group="time-series", B=B, H=TS_HEADS, T=T, D=D, causal=c) for c in (False, True)]
+    return out
+
+
+def cuda_time_ms(fn, budget_ms: float) -> float:
+    """Median of CUDA-event timings; as many repeats as fit ``budget_ms`` (3 to 100)."""
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    once = (time.perf_counter() - t0) * 1e3
+    reps = int(min(100, max(3, budget_ms / max(once, 1e-3))))
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def methods(causal: bool):
+    from ts_continuum import continuous_attention
+
+    def sdpa(q, k, v):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return {
+        "kernel": lambda q, k, v: continuous_attention(q, k, v, causal=causal, backend="triton"),
+        "sdpa": sdpa,
+        "exact": lambda q, k, v: continuous_attention(q, k, v, causal=causal, backend="torch"),
+    }
+
+
+def measure(attn, q, k, v, do, budget_ms: float, modes: tuple[str, ...]) -> dict:
+    """Times of ``modes`` (fwd, bwd with a retained graph, fwd_bwd) and the fwd+bwd peak memory."""
+    inputs = (q, k, v)
+    row = {}
+    if "fwd" in modes:
+        row["fwd_ms"] = cuda_time_ms(lambda: attn(q, k, v), budget_ms)
+    if "bwd" in modes:
+        out = attn(q, k, v)
+        row["bwd_ms"] = cuda_time_ms(lambda: torch.autograd.grad(out, inputs, do, retain_graph=True), budget_ms)
+        del out
+    if "fwd_bwd" in modes:
+        row["fwd_bwd_ms"] = cuda_time_ms(lambda: torch.autograd.grad(attn(q, k, v), inputs, do), budget_ms)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    torch.autograd.grad(attn(q, k, v), inputs, do)
+    torch.cuda.synchronize()
+    row["peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    return row
+
+
+def softmax_flops(s: dict) -> dict:
+    fwd = 4 * s["B"] * s["H"] * s["T"] ** 2 * s["D"] * (0.5 if s["causal"] else 1.0)
+    return dict(fwd_ms=fwd, bwd_ms=2.5 * fwd, fwd_bwd_ms=3.5 * fwd)
+
+
+def run_shape(s: dict, dtype, exact_cap: float, budget_ms: float, quick: bool) -> list[dict]:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v, do = (
+        torch.randn(s["B"], s["H"], s["T"], s["D"], device="cuda", generator=g).to(dtype) for _ in range(4)
+    )
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    rows = []
+    flops = softmax_flops(s)
+    for name, attn in methods(s["causal"]).items():
+        row = dict(s, method=name)
+        if name == "exact" and s["B"] * s["H"] * s["T"] ** 2 > exact_cap:
+            row["skipped"] = f"B·H·T² above --exact-cap {exact_cap:.0e}"
+        else:
+            try:
+                modes = ("fwd_bwd",) if quick and name == "exact" else ("fwd", "bwd", "fwd_bwd")
+                row.update(measure(attn, q, k, v, do, budget_ms, modes))
+                for key, f in flops.items():
+                    if key in row:
+                        row[key.replace("_ms", "_tflops")] = f / (row[key] * 1e-3) / 1e12
+            except Exception as exc:  # e.g. out of memory, or SDPA-flash refusing a shape
+                row["skipped"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            torch.cuda.empty_cache()
+        rows.append(row)
+    by = {r["method"]: r for r in rows}
+    for r in rows:
+        for key in ("fwd_ms", "bwd_ms", "fwd_bwd_ms"):
+            if key in r and key in by["sdpa"]:
+                r[key.replace("_ms", "_ratio")] = by["sdpa"][key] / r[key]
+    if "fwd_bwd_ms" in by["kernel"] and "fwd_bwd_ms" in by["exact"]:
+        by["kernel"]["speedup_vs_exact"] = by["exact"]["fwd_bwd_ms"] / by["kernel"]["fwd_bwd_ms"]
+    return rows
+
+
+def environment(argv: list[str]) -> dict:
+    import triton
+
+    return dict(
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        device=torch.cuda.get_device_name(),
+        torch=torch.__version__,
+        triton=triton.__version__,
+        python=platform.python_version(),
+        command="python " + " ".join(argv),
+    )
+
+
+def fmt(x, digits=2):
+    return "" if x is None else f"{x:.{digits}f}"
+
+
+def write_markdown(path: Path, env: dict, rows: list[dict]) -> None:
+    lines = [
+        "# Continuous-attention kernel vs SDPA-flash",
+        "",
+        *(f"- {k}: `{v}`" for k, v in env.items()),
+        "",
+        "ratio = SDPA time / method time (1.0 = SDPA's speed); TFLOP/s = softmax-equivalent FLOPs / time; "
+        "peak = max memory allocated during one forward+backward, inputs included; "
+        "x exact = exact torch path time / kernel time, forward+backward.",
+        "",
+        "| group | B | H | T | D | causal | method | fwd ms | bwd ms | fwd+bwd ms | fwd ratio | bwd ratio "
+        "| fwd+bwd ratio | fwd+bwd TFLOP/s | peak MiB | fwd+bwd x exact |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        head = f"| {r['group']} | {r['B']} | {r['H']} | {r['T']} | {r['D']} | {r['causal']} | {r['method']} "
+        if "skipped" in r:
+            lines.append(head + f"| skipped: {r['skipped']} |" + " |" * 9)
+            continue
+        cells = [fmt(r.get("fwd_ms"), 3), fmt(r.get("bwd_ms"), 3), fmt(r.get("fwd_bwd_ms"), 3), fmt(r.get("fwd_ratio")),
+                 fmt(r.get("bwd_ratio")), fmt(r.get("fwd_bwd_ratio")), fmt(r.get("fwd_bwd_tflops"), 1),
+                 fmt(r["peak_mib"], 0), fmt(r.get("speedup_vs_exact"), 1)]
+        lines.append(head + "| " + " | ".join(cells) + " |")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_plot(path: Path, env: dict, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    series: dict[tuple, list] = {}
+    for r in rows:
+        if r["method"] == "kernel" and "fwd_bwd_ratio" in r:
+            series.setdefault((r["group"], r["D"], r["causal"]), []).append((r["T"], r["fwd_bwd_ratio"]))
+    for (group, D, causal), pts in sorted(series.items()):
+        pts.sort()
+        style = "-o" if group == "long" else "--s"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=f"{group} D={D} {'causal' if causal else 'bidir'}")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequence length T")
+    ax.set_ylabel("forward+backward speed / SDPA-flash")
+    ax.set_title(f"continuous kernel vs SDPA-flash, {env['device']}, {env['date'][:10]}", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out_dir", type=Path)
+    p.add_argument("--quick", action="store_true",
+                   help="fewer and smaller time-series shapes, shorter timing budgets, exact path timed fwd+bwd only")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    p.add_argument("--exact-cap", type=float, default=None,
+                   help="largest B·H·T² for the exact path (default 3e9 with --quick, else 2^33)")
+    args = p.parse_args(argv[1:])
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        print("kernel_bench needs a CUDA GPU and compiled Triton (TRITON_INTERPRET unset)", file=sys.stderr)
+        return 2
+    budget_ms = 60.0 if args.quick else 200.0
+    exact_cap = args.exact_cap or (3e9 if args.quick else 2.0**33)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    env = environment(argv)
+    rows: list[dict] = []
+    for s in shapes(args.quick):
+        t0 = time.perf_counter()
+        rows += run_shape(s, DTYPES[args.dtype], exact_cap, budget_ms, args.quick)
+        k = next(r for r in rows[-3:] if r["method"] == "kernel")
+        print(f"{s} kernel fwd+bwd ratio {fmt(k.get('fwd_bwd_ratio'))} ({time.perf_counter() - t0:.1f}s)", flush=True)
+        (args.out_dir / "kernel_bench.json").write_text(json.dumps(dict(env=env, rows=rows), indent=1))
+        write_markdown(args.out_dir / "kernel_bench.md", env, rows)
+        write_plot(args.out_dir / "kernel_bench.png", env, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,89 @@
+"""Registers and spills of every autotune candidate, compiled for sm_90 on a machine without a GPU.
+
+    python benchmarks/register_report.py [--dtype bf16] [--head-dims 16 32 64 128] [--arch 90]
+
+Compiles each kernel of ts_continuum.kernels for every candidate config of kernels/tuning.py with
+Triton's ahead-of-time path (no driver needed) and runs the bundled ptxas with -v. Spilling
+configs are slow on any GPU, so this is how the candidate lists were chosen before a GPU run;
+the timings themselves still need the GPU (benchmarks/kernel_bench.py). Uses Triton's
+``ASTSource`` signature format of Triton 3.9 (checked there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.pop("TRITON_INTERPRET", None)  # compile for real, whatever the calling shell says
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from ts_continuum.kernels import continuous_bwd, continuous_fwd, tuning  # noqa: E402
+
+SCALARS = dict(T="i32", H="i32", stride_delta_b="i32", stride_last_b="i32", scale="fp32", FIRST="i32", T_BUCKET="i32")
+TENSORS_IN_DTYPE = {"Q", "K", "V", "DO", "OUT", "DQ", "DK", "DV"}
+KERNELS = {
+    "forward": (continuous_fwd._forward_kernel, "Q K V LOG_DELTA LAST OUT LSE", tuning.QUERY_MAJOR),
+    "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG_DELTA LAST DK DV", tuning.KEY_MAJOR),
+    "dq": (continuous_bwd._dq_kernel, "Q K V DO LSE DELTA LOG_DELTA LAST DQ", tuning.QUERY_MAJOR),
+}
+
+
+def ptxas() -> str:
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    for name in ("ptxas-blackwell", "ptxas"):  # the newer one reads the PTX versions Triton emits
+        if os.path.exists(os.path.join(bin_dir, name)):
+            return os.path.join(bin_dir, name)
+    raise FileNotFoundError(f"no ptxas in {bin_dir}")
+
+
+def report(kernel: str, dtype: str, head_dim: int, blocks: tuning.Blocks, arch: int) -> str:
+    fn, pointers, _ = KERNELS[kernel]
+    signature = {p: "*" + (dtype if p in TENSORS_IN_DTYPE else "i32" if p == "LAST" else "fp32") for p in pointers.split()}
+    signature.update(SCALARS)
+    block_m, block_n, warps, stages = blocks
+    constexprs = dict(HEAD_DIM=head_dim, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32",
+                      BLOCK_M=block_m, BLOCK_N=block_n)
+    signature.update({name: "constexpr" for name in constexprs})
+    start = time.perf_counter()
+    compiled = triton.compile(
+        ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+        target=GPUTarget("cuda", arch, 32),
+        options=dict(num_warps=warps, num_stages=stages),
+    )
+    seconds = time.perf_counter() - start
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(compiled.asm["ptx"])
+        f.flush()
+        log = subprocess.run([ptxas(), "-v", f"--gpu-name=sm_{arch}a", f.name, "-o", os.devnull],
+                             capture_output=True, text=True).stderr
+    regs = re.search(r"Used (\d+) registers", log)
+    spill = re.search(r"(\d+) bytes spill stores", log)
+    return (f"{kernel:8s} {dtype} D={head_dim:<3d} BLOCK_M={block_m:<3d} BLOCK_N={block_n:<3d} warps={warps} "
+            f"stages={stages}  registers={regs.group(1) if regs else '?'} spill_bytes={spill.group(1) if spill else 0} "
+            f"shared={compiled.metadata.shared} compile={seconds:.1f}s")
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+    p.add_argument("--head-dims", type=int, nargs="+", default=sorted(tuning.QUERY_MAJOR))
+    p.add_argument("--kernels", nargs="+", default=sorted(KERNELS), choices=sorted(KERNELS))
+    p.add_argument("--arch", type=int, default=90)
+    args = p.parse_args(argv[1:])
+    for kernel in args.kernels:
+        for head_dim in args.head_dims:
+            for blocks in KERNELS[kernel][2][head_dim]:
+                print(report(kernel, args.dtype, head_dim, blocks, args.arch), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

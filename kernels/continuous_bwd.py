@@ -1,0 +1,187 @@
+"""Backward kernels: preprocess (delta = rowsum(O · dO)), a dK/dV pass and a dQ pass.
+
+Closed form of docs/continuous-attention.md §4, recomputed from the saved LSE as FlashAttention
+does. The dK/dV pass keeps a block of points resident and loops over query blocks; the dQ pass
+keeps a query block resident and loops over segment blocks, like the forward. Separate passes
+write disjoint rows, so no atomics are needed and the result does not depend on scheduling.
+
+Each point gets gradient from two segments: as the right endpoint of segment i and as the left
+endpoint of segment i+1. A dK/dV program therefore works on BLOCK_N segments p0..p0+BLOCK_N-1 but
+owns only the BLOCK_N-1 points p0..p0+BLOCK_N-2, whose both segments lie in its tile (neighbouring
+tiles overlap by one segment, 1/BLOCK_N extra work). Inside the tile, column c of the per-point
+gradient is the right-end partial of column c plus the left-end partial of column c+1. That
+one-column shift is a product with a 0/1 matrix: each entry has one nonzero term, so it is exact
+once the left partial is rounded to the input dtype (one rounding more than a float32 add; the
+sum is rounded for the next product anyway, as in FlashAttention). It keeps one float32
+accumulator each for dK and dV instead of a left and a right one (four BLOCK_N x D accumulators
+spill registers at BLOCK_N = 64, D = 64 on sm_90: benchmarks/register_report.py) and trades two
+BLOCK_N x BLOCK_M x D products for two BLOCK_M x BLOCK_N x BLOCK_N ones. ``tl.gather`` along the
+key axis would shift without a product or the rounding; it is the alternative to time on a GPU
+before switching. Neighbour scores and values come from K and V loaded twice, aligned and
+shifted by one row, as in the forward (see continuous_fwd.py for why).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .continuous_fwd import batch_stride, dot_precision, query_program
+from .moments import all_moments, segment_shape
+from .tuning import DYNAMIC, KEY_MAJOR, QUERY_MAJOR, TunedKernel, length_bucket
+
+PREPROCESS_ROWS = 64
+
+
+@triton.jit(do_not_specialize=["T", "H"])
+def _preprocess_kernel(OUT, DO, DELTA, T, H, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    pid_m, bh, _ = query_program(T, H, BLOCK_M)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs = bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    mask = rows[:, None] < T
+    o = tl.load(OUT + offs, mask=mask, other=0.0).to(tl.float32)
+    do = tl.load(DO + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(DELTA + bh * T + rows, tl.sum(o * do, 1), mask=rows < T)
+
+
+@triton.jit
+def _segment_gradients(x, y, log_len, valid, lse, g_l, g_r):
+    """Per-segment partials for one tile: (∂L/∂a_left, ∂L/∂a_right, P_left, P_right).
+
+    ``g_l``, ``g_r`` are dO · v - delta at the left and right endpoints; P are the normalised
+    weights wL / Z and wR / Z that the value gradient needs.
+    """
+    top, u, left_high = segment_shape(x, y, log_len)
+    c = tl.where(valid, tl.exp(top - lse[:, None]), 0.0)  # Δ e^{max(x, y)} / Z
+    p2, chi, p3, p23, psi = all_moments(u)
+    da_l = c * (g_l * tl.where(left_high, p3, psi) + g_r * p23)
+    da_r = c * (g_l * p23 + g_r * tl.where(left_high, psi, p3))
+    return da_l, da_r, c * tl.where(left_high, p2, chi), c * tl.where(left_high, chi, p2)
+
+
+@triton.jit(do_not_specialize=DYNAMIC)
+def _dkdv_kernel(
+    Q, K, V, DO, LSE, DELTA, LOG_DELTA, LAST, DK, DV,
+    T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
+    HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    blocks = tl.cdiv(T + 1, BLOCK_N - 1)
+    p0 = (pid % blocks) * (BLOCK_N - 1)  # owns points p0 .. p0 + BLOCK_N - 2
+    bh = (pid // blocks).to(tl.int64)
+    b = bh // H
+    cols = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, HEAD_DIM)
+    seg = p0 + cols  # column c: segment p0 + c, joining points p0 + c - 1 and p0 + c
+    seg_in = (seg >= 1) & (seg <= T)
+    right = seg[:, None] * HEAD_DIM + dims[None, :]
+    left = right - HEAD_DIM
+    k_base = K + bh * (T + 1) * HEAD_DIM
+    v_base = V + bh * (T + 1) * HEAD_DIM
+    k_r = tl.load(k_base + right, mask=seg_in[:, None], other=0.0)
+    k_l = tl.load(k_base + left, mask=seg_in[:, None], other=0.0)
+    v_r = tl.load(v_base + right, mask=seg_in[:, None], other=0.0)
+    v_l = tl.load(v_base + left, mask=seg_in[:, None], other=0.0)
+    log_len = tl.load(LOG_DELTA + b * stride_delta_b + seg - 1, mask=seg_in, other=0.0)
+
+    # shift[r, c] = 1 where r = c + 1: (partial @ shift)[:, c] = partial[:, c + 1]
+    shift = (cols[:, None] == cols[None, :] + 1).to(k_r.dtype)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)  # row c: point p0 + c
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    qd_base = bh * T * HEAD_DIM
+    for m0 in range(0, T, BLOCK_M):
+        rows = m0 + tl.arange(0, BLOCK_M)
+        row_in = rows < T
+        last = tl.load(LAST + b * stride_last_b + rows, mask=row_in, other=0)
+        if tl.max(last, 0) >= p0:  # else no row of this block reaches these segments
+            offs = qd_base + rows[:, None] * HEAD_DIM + dims[None, :]
+            q = tl.load(Q + offs, mask=row_in[:, None], other=0.0)
+            do = tl.load(DO + offs, mask=row_in[:, None], other=0.0)
+            lse = tl.load(LSE + bh * T + rows, mask=row_in, other=0.0)
+            delta = tl.load(DELTA + bh * T + rows, mask=row_in, other=0.0)
+            y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
+            x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
+            g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
+            g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
+            valid = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])
+            da_l, da_r, p_l, p_r = _segment_gradients(x, y, log_len, valid, lse, g_l, g_r)
+            da = da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)
+            p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
+            dk += tl.dot(tl.trans(da.to(q.dtype)), q, input_precision=DOT_PRECISION)
+            dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
+
+    point = p0 + cols
+    own = (cols < BLOCK_N - 1) & (point <= T)
+    offs = bh * (T + 1) * HEAD_DIM + point[:, None] * HEAD_DIM + dims[None, :]
+    tl.store(DK + offs, (dk * scale).to(DK.dtype.element_ty), mask=own[:, None])
+    tl.store(DV + offs, dv.to(DV.dtype.element_ty), mask=own[:, None])
+
+
+@triton.jit(do_not_specialize=DYNAMIC)
+def _dq_kernel(
+    Q, K, V, DO, LSE, DELTA, LOG_DELTA, LAST, DQ,
+    T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
+    HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    pid_m, bh, b = query_program(T, H, BLOCK_M)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, HEAD_DIM)
+    row_in = rows < T
+    offs = bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :]
+    q = tl.load(Q + offs, mask=row_in[:, None], other=0.0)
+    do = tl.load(DO + offs, mask=row_in[:, None], other=0.0)
+    lse = tl.load(LSE + bh * T + rows, mask=row_in, other=0.0)
+    delta = tl.load(DELTA + bh * T + rows, mask=row_in, other=0.0)
+    last = tl.load(LAST + b * stride_last_b + rows, mask=row_in, other=0)
+    k_base = K + bh * (T + 1) * HEAD_DIM
+    v_base = V + bh * (T + 1) * HEAD_DIM
+    delta_base = LOG_DELTA + b * stride_delta_b
+
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    for j0 in range(1, tl.max(last, 0) + 1, BLOCK_N):
+        seg = j0 + cols
+        seg_in = seg <= T
+        right = seg[:, None] * HEAD_DIM + dims[None, :]
+        left = right - HEAD_DIM
+        k_r = tl.load(k_base + right, mask=seg_in[:, None], other=0.0)
+        k_l = tl.load(k_base + left, mask=seg_in[:, None], other=0.0)
+        v_r = tl.load(v_base + right, mask=seg_in[:, None], other=0.0)
+        v_l = tl.load(v_base + left, mask=seg_in[:, None], other=0.0)
+        y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
+        x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
+        g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
+        g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
+        log_len = tl.load(delta_base + seg - 1, mask=seg_in, other=0.0)
+        valid = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])
+        da_l, da_r, _, _ = _segment_gradients(x, y, log_len, valid, lse, g_l, g_r)
+        dq += tl.dot(da_l.to(k_l.dtype), k_l, input_precision=DOT_PRECISION)
+        dq += tl.dot(da_r.to(k_r.dtype), k_r, input_precision=DOT_PRECISION)
+    tl.store(DQ + offs, (dq * scale).to(DQ.dtype.element_ty), mask=row_in[:, None])
+
+
+_DKDV = TunedKernel(_dkdv_kernel, KEY_MAJOR)
+_DQ = TunedKernel(_dq_kernel, QUERY_MAJOR)
+
+
+def backward(
+    q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, out: torch.Tensor, grad_out: torch.Tensor,
+    lse: torch.Tensor, log_delta: torch.Tensor, last: torch.Tensor, first: int, scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk_ext, dv_ext) in the inputs' dtypes; inputs contiguous, as for :func:`forward`."""
+    B, H, T, D = q.shape
+    delta = torch.empty_like(lse)
+    _preprocess_kernel[(triton.cdiv(T, PREPROCESS_ROWS) * B * H,)](
+        out, grad_out, delta, T, H, HEAD_DIM=D, BLOCK_M=PREPROCESS_ROWS
+    )
+    dq = torch.empty_like(q)
+    dk = torch.empty_like(k_ext)
+    dv = torch.empty_like(v_ext)
+    shared = (T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T))
+    meta = dict(HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype))
+    grid_kv = lambda m: (triton.cdiv(T + 1, m["BLOCK_N"] - 1) * B * H,)  # noqa: E731
+    _DKDV.launch(grid_kv, D, q.dtype, q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dk, dv, *shared, **meta)
+    grid_q = lambda m: (triton.cdiv(T, m["BLOCK_M"]) * B * H,)  # noqa: E731
+    _DQ.launch(grid_q, D, q.dtype, q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dq, *shared, **meta)
+    return dq, dk, dv

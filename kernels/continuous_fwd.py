@@ -1,0 +1,128 @@
+"""Forward kernel: one program per (query block, batch x head), streaming over segment blocks.
+
+Segment form of docs/continuous-attention.md §2: a block of segments j0..j0+BLOCK_N-1 needs the
+scores and values of its right endpoints (points j0..) and of its left endpoints (points j0-1..).
+
+Neighbour access, the main design choice: K and V are loaded twice, aligned (right endpoints) and
+shifted one row back (left endpoints), and the left scores come from a second ``tl.dot``. This
+costs one extra QK^T and one extra PV product per tile, but needs nothing beyond ``tl.dot`` and
+plain loads (the shifted rows are the aligned ones but one, so the second load should mostly hit
+cache): no API newer than Triton 3.6, and the interpreter runs it as the GPU does. The alternatives, shifting the aligned scores with ``tl.gather`` or carrying the
+previous block's last score column across iterations, save that product at the price of
+cross-lane shuffles; they are to be timed on a GPU (as variants in benchmarks/kernel_bench.py)
+before replacing this one. The two value products could likewise become one, on per-point
+weights shifted as in the dK/dV pass (continuous_bwd.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .moments import forward_moments, segment_shape
+from .tuning import DYNAMIC, QUERY_MAJOR, TunedKernel, length_bucket
+
+
+@triton.jit
+def query_program(T, H, BLOCK_M: tl.constexpr):
+    """(query block, batch x head, batch) of this program in a 1-D grid, query blocks fastest:
+    neighbouring programs share K and V in L2, and B x H may exceed the 65535 limit of grid axis 1."""
+    pid = tl.program_id(0)
+    blocks = tl.cdiv(T, BLOCK_M)
+    bh = (pid // blocks).to(tl.int64)
+    return pid % blocks, bh, bh // H
+
+
+@triton.jit(do_not_specialize=DYNAMIC)
+def _forward_kernel(
+    Q, K, V, LOG_DELTA, LAST, OUT, LSE,
+    T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
+    HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    pid_m, bh, b = query_program(T, H, BLOCK_M)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, HEAD_DIM)
+    row_in = rows < T
+
+    q = tl.load(Q + bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_in[:, None], other=0.0)
+    last = tl.load(LAST + b * stride_last_b + rows, mask=row_in, other=0)
+    k_base = K + bh * (T + 1) * HEAD_DIM
+    v_base = V + bh * (T + 1) * HEAD_DIM
+    delta_base = LOG_DELTA + b * stride_delta_b
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    z_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    # Segments beyond the block's largest `last` take no part: the causal and ragged saving.
+    for j0 in range(1, tl.max(last, 0) + 1, BLOCK_N):
+        seg = j0 + cols  # segment j joins points j-1 and j
+        seg_in = seg <= T
+        right = seg[:, None] * HEAD_DIM + dims[None, :]
+        left = right - HEAD_DIM
+        k_r = tl.load(k_base + right, mask=seg_in[:, None], other=0.0)
+        k_l = tl.load(k_base + left, mask=seg_in[:, None], other=0.0)
+        y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
+        x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
+        log_len = tl.load(delta_base + seg - 1, mask=seg_in, other=0.0)
+        valid = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])
+
+        top, u, left_high = segment_shape(x, y, log_len)
+        m_new = tl.maximum(m_i, tl.max(tl.where(valid, top, float("-inf")), 1))
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no segment yet
+        e = tl.where(valid, tl.exp(top - m_ref[:, None]), 0.0)
+        p_high, p_low = forward_moments(u)
+        w_l = e * tl.where(left_high, p_high, p_low)
+        w_r = e * tl.where(left_high, p_low, p_high)
+        alpha = tl.exp(m_i - m_ref)
+        z_i = z_i * alpha + tl.sum(w_l + w_r, 1)
+
+        v_r = tl.load(v_base + right, mask=seg_in[:, None], other=0.0)
+        v_l = tl.load(v_base + left, mask=seg_in[:, None], other=0.0)
+        acc = acc * alpha[:, None]
+        acc += tl.dot(w_l.to(v_l.dtype), v_l, input_precision=DOT_PRECISION)
+        acc += tl.dot(w_r.to(v_r.dtype), v_r, input_precision=DOT_PRECISION)
+        m_i = m_new
+
+    has = z_i > 0.0
+    z_safe = tl.where(has, z_i, 1.0)
+    out = acc / z_safe[:, None]
+    lse = tl.where(has, m_i + tl.log(z_safe), 0.0)
+    tl.store(OUT + bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :], out.to(OUT.dtype.element_ty),
+             mask=row_in[:, None])
+    tl.store(LSE + bh * T + rows, lse, mask=row_in)
+
+
+_FORWARD = TunedKernel(_forward_kernel, QUERY_MAJOR)
+
+
+def dot_precision(dtype: torch.dtype) -> str:
+    """Exact float32 products for float32 inputs (the GPU default would be TF32)."""
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def batch_stride(t: torch.Tensor) -> int:
+    """Row stride of a (B|1, T) tensor, 0 when it is shared by the whole batch."""
+    return 0 if t.shape[0] == 1 else t.stride(0)
+
+
+def forward(
+    q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, log_delta: torch.Tensor,
+    last: torch.Tensor, first: int, scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Output (B, H, T, D) in q's dtype and row log-normaliser LSE (B, H, T) in float32.
+
+    Inputs contiguous; ``log_delta`` float32 and ``last`` int32, both (B|1, T).
+    """
+    B, H, T, D = q.shape
+    out = torch.empty_like(q)
+    lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)
+    grid = lambda meta: (triton.cdiv(T, meta["BLOCK_M"]) * B * H,)  # noqa: E731
+    _FORWARD.launch(
+        grid, D, q.dtype,
+        q, k_ext, v_ext, log_delta, last, out, lse,
+        T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T),
+        HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype),
+    )
+    return out, lse

@@ -1,0 +1,93 @@
+"""The segment moments of ts_continuum/attention/phi.py as Triton functions (float32, u <= 0).
+
+Same branches and recurrences as the PyTorch path, so the kernel and the exact path round alike:
+below |u| < 1 the highest moment is a 10-term Taylor series (Horner) and the lower ones follow by
+φ_k = 1/k! + u φ_{k+1}; above, the closed forms, which do not cancel there. Both branches are
+evaluated and selected, as the tile is processed as a whole.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _phi2_taylor(u):
+    # Σ_{n<10} u^n / (n+2)!
+    acc = u * 2.505210838544172e-08 + 2.755731922398589e-07
+    acc = acc * u + 2.7557319223985893e-06
+    acc = acc * u + 2.48015873015873e-05
+    acc = acc * u + 0.0001984126984126984
+    acc = acc * u + 0.001388888888888889
+    acc = acc * u + 0.008333333333333333
+    acc = acc * u + 0.041666666666666664
+    acc = acc * u + 0.16666666666666666
+    return acc * u + 0.5
+
+
+@triton.jit
+def _phi3_taylor(u):
+    # Σ_{n<10} 2 u^n / (n+3)!
+    acc = u * 4.17535139757362e-09 + 5.010421677088344e-08
+    acc = acc * u + 5.511463844797178e-07
+    acc = acc * u + 5.5114638447971785e-06
+    acc = acc * u + 4.96031746031746e-05
+    acc = acc * u + 0.0003968253968253968
+    acc = acc * u + 0.002777777777777778
+    acc = acc * u + 0.016666666666666666
+    acc = acc * u + 0.08333333333333333
+    return acc * u + 0.3333333333333333
+
+
+@triton.jit
+def forward_moments(u):
+    """(φ2, χ): the weights a segment puts on its high and its low endpoint, over Δ e^high."""
+    small = u > -1.0
+    us = tl.where(small, u, 0.0)
+    p2_s = _phi2_taylor(us)
+    chi_s = 1.0 + us * p2_s - p2_s
+    ul = tl.where(small, -1.0, u)
+    e = tl.exp(ul)
+    inv = 1.0 / ul
+    chi_l = (e * (ul - 1.0) + 1.0) * inv * inv
+    p2_l = (e - 1.0) * inv - chi_l
+    return tl.where(small, p2_s, p2_l), tl.where(small, chi_s, chi_l)
+
+
+@triton.jit
+def all_moments(u):
+    """(φ2, χ, φ3, φ23, ψ3): forward weights and their score derivatives (phi.all_moments)."""
+    small = u > -1.0
+    us = tl.where(small, u, 0.0)
+    p3_s = _phi3_taylor(us)
+    p2_s = 0.5 + 0.5 * us * p3_s
+    chi_s = 1.0 + us * p2_s - p2_s
+    p23_s = p2_s - p3_s
+    psi_s = chi_s - p23_s
+
+    ul = tl.where(small, -1.0, u)
+    e = tl.exp(ul)
+    inv = 1.0 / ul
+    inv2 = inv * inv
+    inv3 = inv2 * inv
+    chi_l = (e * (ul - 1.0) + 1.0) * inv2
+    p2_l = (e - 1.0) * inv - chi_l
+    p23_l = (e * (ul - 2.0) + ul + 2.0) * inv3
+    p3_l = p2_l - p23_l
+    psi_l = (e * (ul * ul - 2.0 * ul + 2.0) - 2.0) * inv3
+    return (
+        tl.where(small, p2_s, p2_l),
+        tl.where(small, chi_s, chi_l),
+        tl.where(small, p3_s, p3_l),
+        tl.where(small, p23_s, p23_l),
+        tl.where(small, psi_s, psi_l),
+    )
+
+
+@triton.jit
+def segment_shape(x, y, log_len):
+    """For scores x = a_{j-1}, y = a_j of segment j: (log Δ_j + max(x, y), u = -|x - y|, x >= y).
+
+    Folding log Δ into the maximum keeps every weight Δ e^{max - m} φ in (0, 1] whatever the
+    segment lengths, so half-precision casts of the weights cannot overflow.
+    """
+    return tl.maximum(x, y) + log_len[None, :], -tl.abs(x - y), x >= y

@@ -1,0 +1,75 @@
+"""Block sizes: autotuned per head dimension (and length bucket) on a GPU, fixed elsewhere.
+
+Each head dimension gets its own short list of candidate configs (an autotuner per head dim over
+the same kernel), so a GPU run compiles 3 configs per kernel and head dim, not every config for
+every head dim. Fixed configs where tuning is not worth its compile time:
+- the Triton interpreter runs programs one after another on the CPU, so autotuning there would be
+  very slow: 16 x 16 blocks, small enough that test shapes cross several block boundaries;
+- float32 inputs, which use exact ("ieee") products for accuracy, not speed: those compile to
+  FMA loops, 5-15 s per config, so one small config.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+INTERPRETER_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16}
+FLOAT32_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 8, "num_stages": 2}
+
+# Runtime integers the kernels must not be specialised (recompiled) on: lengths, strides, flags.
+DYNAMIC = ["T", "H", "stride_delta_b", "stride_last_b", "FIRST", "T_BUCKET"]
+
+# Retune for a new head dim (separate autotuner) or a new power-of-two length bucket; Triton adds
+# the dtypes. A new length inside a known bucket reuses the tuned config.
+KEY = ["T_BUCKET"]
+
+Blocks = tuple[int, int, int, int]  # BLOCK_M, BLOCK_N, num_warps, num_stages
+
+# Candidates picked without a GPU, from ptxas register reports for sm_90 (bfloat16): configs that
+# compile without (or with few) register spills; the autotuner chooses among them on the GPU.
+# Forward and dQ pass: BLOCK_M query rows resident, loop over BLOCK_N segments. The moment
+# arithmetic keeps a dozen BLOCK_M x BLOCK_N float32 tiles live, hence the narrow segment blocks.
+QUERY_MAJOR: dict[int, list[Blocks]] = {
+    16: [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 8, 2)],
+    32: [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 8, 2)],
+    64: [(64, 32, 4, 2), (128, 32, 8, 2), (32, 64, 4, 2)],
+    128: [(64, 32, 8, 2), (128, 32, 8, 2), (32, 32, 4, 2)],
+}
+# dK/dV pass: BLOCK_N points resident (K and V twice, two float32 accumulators), loop over BLOCK_M queries.
+KEY_MAJOR: dict[int, list[Blocks]] = {
+    16: [(32, 64, 4, 2), (64, 32, 4, 2), (32, 64, 8, 2)],
+    32: [(64, 32, 4, 2), (32, 64, 8, 2), (32, 32, 4, 2)],
+    64: [(32, 64, 8, 2), (32, 32, 4, 2), (64, 32, 4, 2)],
+    128: [(32, 32, 8, 2), (16, 32, 4, 2), (32, 64, 8, 2)],
+}
+
+
+class TunedKernel:
+    """A kernel launched with autotuned blocks per head dim (half precision on a GPU), fixed ones otherwise."""
+
+    def __init__(self, kernel, candidates: dict[int, list[Blocks]]):
+        self.kernel = kernel
+        self.tuned = {} if INTERPRET else {
+            d: triton.autotune(
+                [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in cands],
+                key=KEY,
+            )(kernel)
+            for d, cands in candidates.items()
+        }
+
+    def launch(self, grid, head_dim: int, dtype: torch.dtype, *args, **kwargs) -> None:
+        """``grid``: a function of the meta-parameters (BLOCK_M, BLOCK_N), as for any Triton launch."""
+        if INTERPRET:
+            self.kernel[grid](*args, **INTERPRETER_BLOCKS, **kwargs)
+        elif dtype == torch.float32:
+            self.kernel[grid](*args, **FLOAT32_BLOCKS, **kwargs)
+        else:
+            self.tuned[head_dim][grid](*args, **kwargs)
+
+
+def length_bucket(seq: int) -> int:
+    return triton.next_power_of_2(max(seq, 16))

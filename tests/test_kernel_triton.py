@@ -1,0 +1,226 @@
+"""The fused Triton kernel against the exact torch path: outputs and gradients in every mode.
+
+Without a GPU the kernel runs in the Triton interpreter (tests/conftest.py sets TRITON_INTERPRET),
+on small shapes whose lengths cross the interpreter's 16-wide blocks. On a GPU machine
+(TS_CONTINUUM_GPU_TESTS=1) the same tests run compiled on CUDA tensors; benchmarks/gpu_check.sh
+runs the ``gpu`` tests: bfloat16, head dims 64/128, long sequences, the O(T) memory footprint.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from ts_continuum import continuous_attention  # noqa: E402
+from ts_continuum.attention import backends  # noqa: E402
+from ts_continuum.kernels import tuning  # noqa: E402
+from ts_continuum.kernels.autograd import triton_backend  # noqa: E402
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+DEVICE = "cuda" if torch.cuda.is_available() and not INTERPRET else "cpu"
+gpu = pytest.mark.gpu
+needs_gpu = pytest.mark.skipif(DEVICE != "cuda", reason="needs CUDA with compiled Triton (gpu_check.sh)")
+SINKS = ["zero", "repeat", "none", "learned"]
+
+
+def make_case(B=2, H=2, T=37, D=16, times="per_batch", lengths=None, seed=0):
+    """Inputs in float32 on DEVICE: q, k, v, learned sink k/v, an output gradient and op kwargs."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v, do = (torch.randn(B, H, T, D, generator=g) for _ in range(4))
+    sink_k, sink_v = torch.randn(H, D, generator=g), torch.randn(H, D, generator=g)
+    kw = {}
+    if times != "regular":
+        gaps = 0.2 + 2.5 * torch.rand(B if times == "per_batch" else 1, T, generator=g)
+        kw["times"] = (torch.cumsum(gaps, -1) + 3.0).reshape((B, T) if times == "per_batch" else (T,))
+    if lengths is not None:
+        kw["lengths"] = torch.tensor(lengths)
+    tensors = [t.to(DEVICE) for t in (q, k, v, sink_k, sink_v, do)]
+    return tensors, {n: t.to(DEVICE) for n, t in kw.items()}
+
+
+def run(backend, tensors, dtype, sink, **kw):
+    """Output and gradients (q, k, v, sink_k, sink_v) of one forward/backward, as float32."""
+    *inputs, do = tensors
+    leaves = [t.detach().to(dtype).clone().requires_grad_(True) for t in inputs]
+    q, k, v, sk, sv = leaves
+    sink_kw = dict(sink_k=sk, sink_v=sv) if sink == "learned" else {}
+    out = continuous_attention(q, k, v, sink=sink, backend=backend, **sink_kw, **kw)
+    out.backward(do.to(dtype))
+    grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in leaves]  # unused sink params
+    return [out.detach().float()] + [g.float() for g in grads]
+
+
+NAMES = ["out", "dq", "dk", "dv", "dsink_k", "dsink_v"]
+
+
+def assert_float32_match(tensors, sink, atol=1e-5, rtol=1e-5, **kw):
+    got = run("triton", tensors, torch.float32, sink, **kw)
+    want = run("torch", tensors, torch.float32, sink, **kw)
+    for name, a, b in zip(NAMES, got, want):
+        torch.testing.assert_close(a, b, atol=atol, rtol=rtol, msg=lambda m, name=name: f"{name}: {m}")
+    assert want[0].abs().max() > 0.1, "degenerate case: nothing to compare"
+
+
+def assert_half_match(tensors, sink, dtype, atol, **kw):
+    """flash-attn's rule: the kernel's error against float32 at most twice the torch path's, plus
+    ``atol`` relative to the largest reference entry (at least 1).
+
+    Both start from the same half-precision inputs, so the reference is the float32 computation
+    on those rounded inputs. The torch path computes in float32 and only rounds its result, so its
+    error is small; the kernel also rounds weights and score gradients before its products, as
+    FlashAttention does, which ``atol`` allows for.
+    """
+    rounded = [t.to(dtype).float() for t in tensors]
+    ref = run("torch", rounded, torch.float32, sink, **kw)
+    torch_half = run("torch", rounded, dtype, sink, **kw)
+    got = run("triton", rounded, dtype, sink, **kw)
+    for name, g, t, r in zip(NAMES, got, torch_half, ref):
+        err, base = (g - r).abs().max().item(), (t - r).abs().max().item()
+        bound = 2 * base + atol * max(1.0, r.abs().max().item())
+        assert err <= bound, f"{name}: kernel error {err:.3g} > {bound:.3g} (torch {dtype} path: {base:.3g})"
+
+
+@pytest.mark.parametrize("sink", SINKS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_sink_and_direction_float32(sink, causal):
+    tensors, kw = make_case(T=37, seed=SINKS.index(sink) + 10 * causal)
+    assert_float32_match(tensors, sink, causal=causal, **kw)
+
+
+@pytest.mark.parametrize("times", ["regular", "shared", "per_batch"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_ragged_lengths_and_every_times_layout_float32(times, causal):
+    tensors, kw = make_case(B=3, T=40, times=times, lengths=[40, 17, 1], seed=3)
+    assert_float32_match(tensors, "zero", causal=causal, **kw)
+
+
+@pytest.mark.parametrize("T", [1, 2, 15, 16, 17, 64])
+@pytest.mark.parametrize("sink", ["none", "learned"])
+def test_lengths_at_block_boundaries_float32(T, sink):
+    tensors, kw = make_case(B=1, H=2, T=T, seed=T)
+    assert_float32_match(tensors, sink, causal=T % 2 == 0, **kw)
+
+
+@pytest.mark.skipif(not INTERPRET, reason="block sizes are autotuned on a GPU")
+@pytest.mark.parametrize("block_m,block_n", [(32, 64), (64, 32)])
+def test_gpu_sized_blocks_float32(monkeypatch, block_m, block_n):
+    """The GPU's block shapes (wider than the interpreter's 16 x 16) give the same results."""
+    monkeypatch.setattr(tuning, "INTERPRETER_BLOCKS", {"BLOCK_M": block_m, "BLOCK_N": block_n})
+    tensors, kw = make_case(B=2, H=1, T=70, lengths=[70, 40], seed=block_m)
+    assert_float32_match(tensors, "repeat", causal=True, **kw)
+
+
+def test_head_dim_32_and_custom_scale_float32():
+    tensors, kw = make_case(B=1, H=3, T=33, D=32, seed=5)
+    assert_float32_match(tensors, "repeat", causal=True, scale=0.9, **kw)
+
+
+def test_large_scores_and_long_segments_stay_exact_float32():
+    """Scores of tens and segments of very different lengths: the running max must carry the range."""
+    (q, *rest), kw = make_case(B=1, H=1, T=48, seed=9)
+    kw["times"] = torch.cumsum(torch.logspace(-2, 2, 48), 0).to(DEVICE)
+    assert_float32_match([8 * q, *rest], "zero", atol=1e-4, rtol=1e-4, **kw)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("sink", ["zero", "learned"])
+def test_float16_within_flash_attention_rule(causal, sink):
+    tensors, kw = make_case(B=2, H=2, T=45, D=32, lengths=[45, 30], seed=11)
+    assert_half_match(tensors, sink, torch.float16, atol=2e-3, causal=causal, **kw)
+
+
+def test_backend_triton_dispatches_to_the_kernel():
+    """Guards every comparison here: backend="triton" must not quietly be the torch path."""
+    q = torch.randn(1, 1, 4, 16, device=DEVICE)
+    assert backends.select("triton", q, 16, 16) is triton_backend
+    if DEVICE == "cpu":
+        assert backends.select("auto", q, 16, 16) is not triton_backend
+
+
+@pytest.mark.parametrize(
+    "shape,dtype,match",
+    [((2, 2, 8, 8), torch.float32, "head dim 8"), ((2, 2, 8, 16), torch.float64, "dtype"), (None, None, "value dim")],
+)
+def test_unsupported_inputs_are_a_clear_error(shape, dtype, match):
+    if shape is None:
+        q = k = torch.randn(1, 1, 8, 16, device=DEVICE)
+        v = torch.randn(1, 1, 8, 32, device=DEVICE)
+    else:
+        q = k = v = torch.randn(*shape, dtype=dtype, device=DEVICE)
+    with pytest.raises(ValueError, match=f"does not support these inputs: {match}.*backend='torch'"):
+        continuous_attention(q, k, v, backend="triton")
+
+
+@pytest.mark.skipif(not INTERPRET, reason="the interpreter's limitation")
+def test_bfloat16_in_the_interpreter_is_a_clear_error():
+    q = torch.randn(1, 1, 8, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="bfloat16 outside a GPU"):
+        continuous_attention(q, q, q, backend="triton")
+
+
+def test_triton_backend_on_cpu_without_the_interpreter_is_a_clear_error():
+    code = (
+        "import torch\n"
+        "from ts_continuum import continuous_attention\n"
+        "q = torch.randn(1, 1, 4, 16)\n"
+        "try:\n"
+        "    continuous_attention(q, q, q, backend='triton')\n"
+        "except ValueError as e:\n"
+        "    print('ValueError:', e)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "ValueError: backend='triton' is unavailable" in res.stdout and "TRITON_INTERPRET=1" in res.stdout
+
+
+# ---- GPU only (benchmarks/gpu_check.sh) ----
+
+
+@gpu
+@needs_gpu
+@pytest.mark.parametrize("dtype,D", [(torch.bfloat16, 64), (torch.bfloat16, 128), (torch.float16, 64)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_half_precision_long_sequences(dtype, D, causal):
+    tensors, kw = make_case(B=2, H=2, T=2048, D=D, lengths=[2048, 1300], seed=D + causal)
+    atol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+    assert_half_match(tensors, "learned", dtype, atol=atol, causal=causal, **kw)
+
+
+@gpu
+@needs_gpu
+@pytest.mark.parametrize("T,causal", [(2048, False), (2048, True), (777, False)])
+def test_gpu_float32_matches_exact_path(T, causal):
+    tensors, kw = make_case(B=1, H=2, T=T, D=64, seed=T + causal)
+    assert_float32_match(tensors, "zero", atol=1e-4, rtol=1e-4, causal=causal, **kw)
+
+
+@gpu
+@needs_gpu
+def test_gpu_auto_backend_uses_the_kernel():
+    q = torch.randn(1, 1, 4, 64, device="cuda", dtype=torch.bfloat16)
+    assert backends.select("auto", q, 64, 64) is triton_backend
+    assert backends.select("auto", q.double(), 64, 64) is not triton_backend
+
+
+@gpu
+@needs_gpu
+def test_gpu_memory_is_linear_in_length():
+    """At T = 16384 a single float32 T x T tile would take 1 GiB; the kernel needs O(T · D)."""
+    B, H, T, D = 1, 2, 16384, 64
+    q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    run_once = lambda: continuous_attention(q, k, v, causal=True, backend="triton").sum().backward()  # noqa: E731
+    run_once()  # autotuning and compilation allocate scratch space
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    run_once()
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base
+    assert extra < 40 * q.numel() * q.element_size(), f"{extra / 2**20:.0f} MiB extra for T={T}"

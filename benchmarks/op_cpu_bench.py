@@ -1,11 +1,12 @@
 """CPU speed of continuous attention against torch SDPA, measured in the same run.
 
-    python benchmarks/op_cpu_bench.py [--threads 2] [--repeats 5] [--json out.json]
+    python benchmarks/op_cpu_bench.py [--threads 2] [--repeats 5] [--out benchmarks/results/op_cpu]
 
 Prints forward+backward time per call for SDPA, the continuous op with backend="torch" (eager)
-and backend="auto" (Inductor-compiled on CPU), their ratios to SDPA, and the one-off compilation
-time of the compiled path. Run it with nothing else heavy on the machine: ratios measured on a
-loaded 2-core machine are meaningless.
+and backend="auto" (Inductor-compiled on CPU), their ratios to SDPA, and the one-off cost of the
+first compiled call; with ``--out`` also writes op_cpu.json, op_cpu.md and op_cpu.png (ratio to
+SDPA per shape). Run it with nothing else heavy on the machine: ratios measured on a loaded
+2-core machine are meaningless.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import statistics
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -69,7 +72,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    p.add_argument("--out", default=None, help="folder for op_cpu.json / .md / .png")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     meta = {
@@ -89,9 +92,44 @@ def main() -> None:
             f"{','.join(map(str, shape)):>18} {1e3 * r['sdpa_s']:9.1f} {1e3 * r['eager_s']:9.1f} {1e3 * r['auto_s']:9.1f}"
             f" {r['eager_ratio']:10.2f} {r['auto_ratio']:10.2f} {r['auto_first_call_s']:9.1f}"
         )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=2)
+    if args.out:
+        write(Path(args.out), meta, rows, " ".join(sys.argv))
+
+
+def write(out: Path, meta: dict, rows: list[dict], command: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "op_cpu.json").write_text(json.dumps({"meta": meta, "command": command, "rows": rows}, indent=2))
+    lines = [
+        f"# Continuous attention on the CPU vs SDPA ({meta['date']})",
+        f"`{command}`: torch {meta['torch']}, {meta['threads']} threads, {meta['processor']}; forward+backward, "
+        "median per call; ratio = time / SDPA time in the same run.",
+        "",
+        "| B, H, T, D | SDPA ms | eager ms | auto (compiled) ms | eager / SDPA | auto / SDPA | first auto call s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {', '.join(map(str, r['shape_BHTD']))} | {1e3 * r['sdpa_s']:.1f} | {1e3 * r['eager_s']:.1f} | "
+            f"{1e3 * r['auto_s']:.1f} | {r['eager_ratio']:.2f} | {r['auto_ratio']:.2f} | {r['auto_first_call_s']:.1f} |"
+        )
+    (out / "op_cpu.md").write_text("\n".join(lines) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    labels = ["x".join(map(str, r["shape_BHTD"])) for r in rows]
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [r["eager_ratio"] for r in rows], 0.4, label="eager")
+    ax.bar([i + 0.2 for i in x], [r["auto_ratio"] for r in rows], 0.4, label="auto (compiled)")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(list(x), labels, fontsize=8)
+    ax.set_ylabel("time / SDPA time (fwd+bwd)")
+    ax.set_yscale("log")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "op_cpu.png", dpi=110)
 
 
 if __name__ == "__main__":

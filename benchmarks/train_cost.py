@@ -1,0 +1,93 @@
+"""Training cost of continuous vs softmax attention, same models, same machine, same run.
+
+    python benchmarks/train_cost.py [--steps 12] [--threads 2] [--out benchmarks/results/train_cost]
+
+For each model at its ETTh1 study configuration (configs/<model>/ETTh1.yaml), times training steps
+(forward, backward, Adam) of both attentions on real ETTh1 batches, interleaved step by step so
+that any background load hits both alike, after a warm-up that includes compilation. Reports the
+median step time, the implied seconds per training epoch and the continuous / softmax ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from ts_continuum.data import ForecastDataModule
+from ts_continuum.models import build_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def setup(model_name: str, attention: str, drop: float):
+    cfg = yaml.safe_load((ROOT / "configs" / model_name / "ETTh1.yaml").read_text())
+    dm = ForecastDataModule("ETTh1", lookback=cfg["data"]["lookback"], horizon=96, batch_size=cfg["data"]["batch_size"],
+                            drop=drop)
+    dm.setup()
+    args = {k: v for k, v in cfg["model"]["model"]["init_args"].items() if k != "attention"}
+    torch.manual_seed(0)
+    model = build_model(model_name, n_channels=dm.n_channels, lookback=dm.lookback, horizon=96, attention=attention, **args)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = iter(dm.train_dataloader())
+
+    def step() -> float:
+        batch = next(batches)
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(batch["x"], batch["x_mask"], batch["x_time"]), batch["y"])
+        loss.backward()
+        opt.step()
+        return time.perf_counter() - t0
+
+    return step, len(dm.train_dataloader())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    rows = []
+    for model_name, (regime, drop) in [(m, r) for m in ("patchtst", "encoder") for r in (("regular", 0.0), ("drop60", 0.6))]:
+        runs = {a: setup(model_name, a, drop) for a in ("softmax", "continuous")}
+        warm = {a: sum(runs[a][0]() for _ in range(2)) for a in runs}  # includes compilation
+        times = {a: [] for a in runs}
+        for _ in range(args.steps):
+            for a in runs:
+                times[a].append(runs[a][0]())
+        for a in runs:
+            med = statistics.median(times[a])
+            rows.append({"model": model_name, "regime": regime, "attention": a, "step_s": med, "steps_per_epoch": runs[a][1],
+                         "epoch_s": med * runs[a][1], "warmup_s": warm[a]})
+        ratio = rows[-1]["step_s"] / rows[-2]["step_s"]
+        rows[-1]["ratio_to_softmax"] = ratio
+        print(f"{model_name} {regime}: softmax {rows[-2]['step_s']:.3f} s/step, continuous {rows[-1]['step_s']:.3f} s/step, "
+              f"ratio {ratio:.2f} ({runs['softmax'][1]} steps per epoch)")
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "command": " ".join(sys.argv)}
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "train_cost.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+        lines = [f"# Training cost, ETTh1 H = 96 configurations ({meta['date']})",
+                 f"`{meta['command']}`: torch {meta['torch']}, {meta['threads']} threads, median of {args.steps} "
+                 "interleaved steps after a warm-up (compilation included in the warm-up, not in the medians).", "",
+                 "| model | regime | attention | s / step | steps / epoch | s / epoch | continuous / softmax | warm-up s |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['model']} | {r['regime']} | {r['attention']} | {r['step_s']:.3f} | {r['steps_per_epoch']} | "
+                         f"{r['epoch_s']:.1f} | {r.get('ratio_to_softmax', 1.0):.2f} | {r['warmup_s']:.1f} |")
+        (out / "train_cost.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

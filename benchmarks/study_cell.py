@@ -74,6 +74,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     trainer = L.Trainer(
         accelerator=cell.get("accelerator", "cpu"), max_epochs=int(cell["max_epochs"]),
         limit_train_batches=cell.get("limit_train_batches", 1.0),
+        limit_val_batches=cell.get("limit_val_batches", 1.0),
         callbacks=[clock, ckpt, EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"]))],
         logger=CSVLogger(out_dir, name="metrics", version=""), enable_progress_bar=False, enable_model_summary=False,
         num_sanity_val_steps=0, deterministic=False,

@@ -88,3 +88,14 @@ def test_paired_statistics():
     assert s["hi"] < 0 and s["p_t"] < 0.01 and s["n"] == 6
     s = paired_stats([0.01, -0.01, 0.02, -0.02, 0.0, 0.001])
     assert s["lo"] < 0 < s["hi"]
+
+
+@pytest.mark.slow
+def test_quick_profile_on_etth1(tmp_path):
+    out = tmp_path / "quick"
+    run.main(["--profile", "quick", "--out", str(out)])
+    recorded = rows(out)
+    assert [r["status"] for r in recorded] == ["ok"] * 4
+    assert {r["attention"] for r in recorded} == {"softmax", "continuous"}
+    assert all(0.2 < float(r["test_mse"]) < 3.0 for r in recorded)
+    assert "patchtst | learned | ETTh1 | 96 | drop60" in (out / "summary.md").read_text()

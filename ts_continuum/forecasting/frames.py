@@ -256,9 +256,12 @@ def _parse_object_times(raw: pd.Series, name: str) -> pd.DatetimeIndex:
         raise ValueError(f"time column {name!r} mixes tz-aware and naive timestamps; make them consistent, "
                          "e.g. localize the naive ones with .tz_localize(...) or use pd.to_datetime(..., utc=True)")
     try:
-        return pd.DatetimeIndex(pd.to_datetime(raw))
+        try:
+            return pd.DatetimeIndex(pd.to_datetime(raw))
+        except ValueError:  # strings in more than one layout (e.g. some with a UTC offset): parse one by one
+            return pd.DatetimeIndex(pd.to_datetime(raw, format="mixed"))
     except (ValueError, TypeError) as exc:
-        if "zone" in str(exc).lower() or "tz" in str(exc).lower() or "offset" in str(exc).lower():
+        if any(word in str(exc).lower() for word in ("zone", "tz", "offset")):
             raise ValueError(f"time column {name!r} mixes time zones or tz-aware and naive timestamps ({exc}); "
                              "convert them to one, e.g. pd.to_datetime(df[...], utc=True)") from None
         raise ValueError(f"time column {name!r} (dtype {raw.dtype}) holds neither datetimes nor numbers ({exc}); "

@@ -263,3 +263,20 @@ def test_plot_returns_a_figure_with_a_panel_per_target(fitted, data, tmp_path):
 def test_public_names():
     assert ts_continuum.Forecaster is Forecaster
     assert issubclass(ts_continuum.forecasting.NotFittedError, ValueError)
+
+
+def test_integer_ids_keep_their_dtype_through_save_and_load(tmp_path):
+    df = long_frame().assign(unique_id=lambda d: d["unique_id"].map({"a": 7, "b": 8, "c": 9}))
+    f = Forecaster(**TINY).fit(df)
+    pred = f.predict()
+    assert pred["unique_id"].dtype == np.int64 and list(pred["unique_id"].unique()) == [7, 8, 9]
+    pd.testing.assert_frame_equal(Forecaster.load(f.save(tmp_path / "ints")).predict(), pred)
+    assert f.backtest(df).forecasts["unique_id"].dtype == np.int64
+
+
+def test_backtest_keeps_the_time_zone():
+    df = long_frame(tz="America/New_York")
+    result = Forecaster(**TINY).fit(df).backtest(df, n_windows=2)
+    for column in ("cutoff", "ds"):
+        assert str(result.forecasts[column].dt.tz) == "America/New_York"
+    assert str(result.metrics["cutoff"].dt.tz) == "America/New_York"

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import positive_int
-from .frames import native_to_pandas
+from .frames import id_column, native_to_pandas
 from .timing import future_times
 from .windows import EPS, Windows
 
@@ -70,9 +70,9 @@ def _result(spec, panel, origins, series, times, actual, matched, predicted) -> 
         return native_to_pandas(t, panel.time_kind, panel.tz, panel.time_dtype)
 
     time_name = spec.time_col or spec.index_name or "ds"
-    keys = {"cutoff": np.repeat(as_pandas(panel.times[origins]), H), time_name: as_pandas(times.reshape(-1))}
+    keys = {"cutoff": as_pandas(panel.times[np.repeat(origins, H)]), time_name: as_pandas(times.reshape(-1))}
     if spec.kind == "long":
-        keys = {spec.id_col: np.repeat(panel.ids[series], H), **keys}
+        keys = {spec.id_col: id_column(panel.ids[np.repeat(series, H)]), **keys}
     data = {}
     for c, name in enumerate(spec.target_cols):
         data[name] = actual[:, :, c].reshape(-1)
@@ -83,10 +83,10 @@ def _result(spec, panel, origins, series, times, actual, matched, predicted) -> 
     n = matched.sum(1)  # (W, C)
     with np.errstate(invalid="ignore", divide="ignore"):
         mse, mae = (err**2).sum(1) / n, np.abs(err).sum(1) / n
-    rows = {"cutoff": np.repeat(as_pandas(panel.times[origins]), C), "target": np.tile(list(spec.target_cols), W),
+    rows = {"cutoff": as_pandas(panel.times[np.repeat(origins, C)]), "target": np.tile(list(spec.target_cols), W),
             "mse": mse.reshape(-1), "mae": mae.reshape(-1), "n": n.reshape(-1)}
     if spec.kind == "long":
-        rows = {spec.id_col: np.repeat(panel.ids[series], C), **rows}
+        rows = {spec.id_col: id_column(panel.ids[np.repeat(series, C)]), **rows}
     total = n.sum(0)
     with np.errstate(invalid="ignore", divide="ignore"):
         overall = pd.DataFrame({"mse": (err**2).sum((0, 1)) / total, "mae": np.abs(err).sum((0, 1)) / total, "n": total},

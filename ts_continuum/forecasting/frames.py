@@ -231,10 +231,15 @@ def forecast_frame(spec: FrameSpec, ids: np.ndarray, times: np.ndarray, values: 
     when = native_to_pandas(times.reshape(-1), spec.time_kind, tz, time_dtype)
     data = {name: values[:, :, c].reshape(-1) for c, name in enumerate(spec.target_cols)}
     if spec.kind == "long":
-        return pd.DataFrame({spec.id_col: np.repeat(ids, H), spec.time_col: when, **data})
+        return pd.DataFrame({spec.id_col: id_column(np.repeat(ids, H)), spec.time_col: when, **data})
     if spec.time_col is None:
         return pd.DataFrame(data, index=when.rename(spec.index_name))
     return pd.DataFrame({spec.time_col: when, **data})
+
+
+def id_column(ids: np.ndarray) -> pd.Series:
+    """Series ids (an object array) as a column of their natural dtype (int64 for integer ids)."""
+    return pd.Series(ids, dtype=object).infer_objects()
 
 
 def _require_columns(df: pd.DataFrame, names: list[str], role: str) -> None:

@@ -280,3 +280,21 @@ def test_backtest_keeps_the_time_zone():
     for column in ("cutoff", "ds"):
         assert str(result.forecasts[column].dt.tz) == "America/New_York"
     assert str(result.metrics["cutoff"].dt.tz) == "America/New_York"
+
+
+def test_best_validation_weights_are_restored_at_the_end():
+    from types import SimpleNamespace
+
+    import torch
+
+    from ts_continuum.forecasting.training import BestWeights
+
+    net = torch.nn.Linear(2, 1)
+    keep = BestWeights()
+    trainer = SimpleNamespace(sanity_checking=False, callback_metrics={})
+    for val, fill in ((2.0, 1.0), (1.0, 5.0), (3.0, 9.0)):  # the epoch with val 1.0 is the best
+        torch.nn.init.constant_(net.weight, fill)
+        trainer.callback_metrics = {"val_mse": torch.tensor(val)}
+        keep.on_validation_end(trainer, net)
+    keep.on_fit_end(trainer, net)
+    assert torch.equal(net.weight, torch.full((1, 2), 5.0)) and keep.best == 1.0

@@ -40,7 +40,8 @@ def run_fit(module: L.LightningModule, trainer_kwargs: dict, train: DataLoader, 
             patience: int) -> dict[str, float]:
     """Fit ``module``; returns the last logged metrics (floats)."""
     kwargs = dict(trainer_kwargs)
-    callbacks = list(kwargs.pop("callbacks", None) or [])
+    given = kwargs.pop("callbacks", None) or []
+    callbacks = [given] if isinstance(given, Callback) else list(given)
     if val is not None:
         callbacks += [EarlyStopping(monitor=MONITOR, patience=patience, mode="min"), BestWeights()]
     with tempfile.TemporaryDirectory(prefix="ts-continuum-") as tmp, warnings.catch_warnings():

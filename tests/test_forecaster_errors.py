@@ -106,7 +106,7 @@ def test_missing_ids_and_missing_timestamps():
 # --- time -------------------------------------------------------------------------------------
 def test_duplicate_timestamps_within_a_series():
     df = long_frame()
-    df = pd.concat([df, df.iloc[[10]]], ignore_index=True)
+    df = pd.concat([df.iloc[:11], df.iloc[[10]], df.iloc[11:]], ignore_index=True)  # sorted, one repeat
     with pytest.raises(ValueError, match=r"1 duplicate timestamp\(s\) within a series \('a' at 2021-01-01 10:00:00\)"):
         Forecaster(**TINY).fit(df)
 

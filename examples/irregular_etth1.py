@@ -46,7 +46,8 @@ def main() -> None:
                    attention_backend="torch")  # eager: on a CPU, compiling per shape would cost more than it saves here
     start = time.perf_counter()
     f.fit(history, val_size=480)  # the last 20 days of the history choose the best epoch
-    print(f"fit: {time.perf_counter() - start:.0f} s, best val MSE (scaled) {f.fit_metrics_.get('val_mse', float('nan')):.3f}")
+    best = f.fit_metrics_.get("val_mse", float("nan"))
+    print(f"fit: {time.perf_counter() - start:.0f} s, best val MSE (scaled) {best:.3f}")
 
     pred = f.predict()  # the 96 hours after the last observation, same columns and index name
     truth = etth1["OT"].reindex(pred.index)

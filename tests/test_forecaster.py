@@ -8,10 +8,10 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from forecaster_data import TINY, H, long_frame, wide_frame
 from matplotlib.figure import Figure
 
 import ts_continuum
-from forecaster_data import H, LB, TINY, long_frame, wide_frame
 from ts_continuum import Forecaster
 
 TARGETS = ["y", "z"]

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from forecaster_data import LB, TINY, H, long_frame, wide_frame
 
-from forecaster_data import H, LB, TINY, long_frame, wide_frame
 from ts_continuum import Forecaster
 from ts_continuum.forecasting import NotFittedError
 
@@ -49,7 +49,7 @@ def test_misspelled_columns_get_a_suggestion():
         Forecaster(**TINY).fit(df, target_cols=["yy"])
     with pytest.raises(ValueError, match=r"'dss' .*did you mean 'ds'"):
         Forecaster(**TINY).fit(df, time_col="dss")
-    with pytest.raises(ValueError, match=r"'series' \(long format\) is not in the frame \(did you mean 'series_id'\?\)"):
+    with pytest.raises(ValueError, match=r"'series' \(long format\) is not in the frame \(did you mean 'series_id'"):
         Forecaster(**TINY).fit(df.rename(columns={"unique_id": "series_id"}), id_col="series")
 
 

@@ -44,7 +44,8 @@ def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None)
     short = np.flatnonzero(span < need - EPS)
     if len(short):
         raise ValueError(f"series {panel.ids[short[0]]!r} spans {span[short[0]] + 1:g} nominal steps; {n_windows} "
-                         f"window(s) {step} steps apart need at least horizon + (n_windows - 1) * step + 1 = {need + 1} "
+                         f"window(s) {step} steps apart need at least horizon + (n_windows - 1) * step + 1 = "
+                         f"{need + 1} "
                          f"({len(short)} series too short): use fewer windows or a smaller step")
     cutoffs = span[:, None] - H - (n_windows - 1 - np.arange(n_windows))[None, :] * step
     origins, series = [], []
@@ -89,6 +90,8 @@ def _result(spec, panel, origins, series, times, actual, matched, predicted) -> 
         rows = {spec.id_col: id_column(panel.ids[np.repeat(series, C)]), **rows}
     total = n.sum(0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        overall = pd.DataFrame({"mse": (err**2).sum((0, 1)) / total, "mae": np.abs(err).sum((0, 1)) / total, "n": total},
-                               index=pd.Index(list(spec.target_cols), name="target"))
+        overall = pd.DataFrame(
+            {"mse": (err**2).sum((0, 1)) / total, "mae": np.abs(err).sum((0, 1)) / total, "n": total},
+            index=pd.Index(list(spec.target_cols), name="target"),
+        )
     return BacktestResult(forecasts, pd.DataFrame(rows), overall)

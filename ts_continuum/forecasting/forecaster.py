@@ -124,14 +124,16 @@ class Forecaster:
             values = scaler.transform(panel.values, panel.bounds)
             val_origins = windows.usable(values, windows.origins(end=span, start=cut))
             if not len(val_origins):
-                raise ValueError(f"val_size={val_size} leaves no usable validation window; use a larger val_size or None")
+                raise ValueError(f"val_size={val_size} leaves no usable validation window; "
+                                 "use a larger val_size or None")
             val_loader = window_loader(windows, values, val_origins, self.batch_size, shuffle=False)
 
         L.seed_everything(self.seed, verbose=False)
         model = self._build_model(len(spec.target_cols))
         module = ForecastingModule(model, **self.options.module)
-        train_loader = window_loader(train_windows, train_values, origins, self.batch_size, shuffle=True, seed=self.seed)
-        self.fit_metrics_ = run_fit(module, self.options.trainer, train_loader, val_loader, self.early_stopping_patience)
+        train_loader = window_loader(train_windows, train_values, origins, self.batch_size, True, self.seed)
+        self.fit_metrics_ = run_fit(module, self.options.trainer, train_loader, val_loader,
+                                    self.early_stopping_patience)
         last = windows.in_lo[panel.last_rows][panel.codes]  # the input window behind predict()
         self._set_fitted(model.eval(), spec, freq, scaler, panel.take(np.arange(len(panel.times)) >= last))
         return self
@@ -152,7 +154,8 @@ class Forecaster:
             got = ", ".join(f"{panel.ids[i]!r}: {span[i] + 1:g}" for i in short[:5])
             raise ValueError(
                 f"{len(short)} series are too short to train on: fitting needs each series to span at least lookback "
-                f"{self.lookback} + horizon {self.horizon}{extra} = {need} nominal steps of {describe(freq, panel.time_kind)} "
+                f"{self.lookback} + horizon {self.horizon}{extra} = {need} nominal steps of "
+                f"{describe(freq, panel.time_kind)} "
                 f"from first to last observation (spans: {got}). Drop these series or use a shorter lookback/horizon"
             )
 
@@ -196,7 +199,8 @@ class Forecaster:
         own = Scaler.fit(panel.values, panel.bounds)
         known = np.array([self.series_.get(sid, -1) for sid in panel.ids])
         old = known[:, None] >= 0
-        return Scaler(np.where(old, self.scaler_.mean[known], own.mean), np.where(old, self.scaler_.std[known], own.std))
+        return Scaler(np.where(old, self.scaler_.mean[known], own.mean),
+                      np.where(old, self.scaler_.std[known], own.std))
 
     def _check_history(self, windows: Windows, values: np.ndarray, origins: np.ndarray, panel: Panel,
                        series: np.ndarray) -> None:

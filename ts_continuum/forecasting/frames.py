@@ -92,33 +92,28 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
         target_cols = [target_cols]
     columns = list(df.columns)
     long = id_col is not None or LONG_ID in columns
+    index_name = None
     if long:
-        id_col = id_col or LONG_ID
-        time_col = time_col or "ds"
+        id_col, time_col = id_col or LONG_ID, time_col or "ds"
         _require_columns(df, [id_col, time_col], "long format")
         targets = list(target_cols) if target_cols is not None else ["y"]
-        index_name = None
     else:
-        index_name = None
-        if time_col is not None and time_col in columns:
-            pass
-        elif isinstance(df.index, pd.DatetimeIndex) or (time_col is not None and df.index.name == time_col):
-            index_name, time_col = df.index.name, None
-        else:
-            hint = [c for c in columns if pd.api.types.is_datetime64_any_dtype(df[c])]
-            raise ValueError(
-                f"no time column {time_col!r}{did_you_mean(time_col, columns)} and the index is not a "
-                "DatetimeIndex; pass time_col=<the column holding the timestamps>"
-                + (f" (datetime columns: {listing(hint)})" if hint else "")
-                + ", or id_col=... for long format"
-            )
-        targets = list(target_cols) if target_cols is not None else [c for c in columns if c != time_col]
-        if target_cols is None:
-            bad = [c for c in targets if not _is_number(df[c])]
-            if bad:
+        if time_col is None or time_col not in columns:
+            if not (isinstance(df.index, pd.DatetimeIndex) or (time_col is not None and df.index.name == time_col)):
+                hint = [c for c in columns if pd.api.types.is_datetime64_any_dtype(df[c])]
                 raise ValueError(
-                    f"column(s) {listing(bad)} are not numeric; pass target_cols=[...] to choose the variables to forecast"
+                    f"no time column {time_col!r}{did_you_mean(time_col, columns)} and the index is not a "
+                    "DatetimeIndex; pass time_col=<the column holding the timestamps>"
+                    + (f" (datetime columns: {listing(hint)})" if hint else "")
+                    + ", or id_col=... for long format"
                 )
+            index_name, time_col = df.index.name, None  # the time is the index
+        targets = list(target_cols) if target_cols is not None else [c for c in columns if c != time_col]
+        bad = [c for c in targets if target_cols is None and not _is_number(df[c])]
+        if bad:
+            raise ValueError(
+                f"column(s) {listing(bad)} are not numeric; pass target_cols=[...] to choose the variables to forecast"
+            )
     if not targets:
         raise ValueError("no target columns: pass target_cols=[...] with the variables to forecast")
     if len(set(targets)) != len(targets):
@@ -157,7 +152,8 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
     else:
         id_values = df[spec.id_col]
         if id_values.isna().any():
-            raise ValueError(f"id column {spec.id_col!r} has {int(id_values.isna().sum())} missing ids; drop or fill them")
+            raise ValueError(f"id column {spec.id_col!r} has {int(id_values.isna().sum())} missing ids; "
+                             "drop or fill them")
         codes, uniques = pd.factorize(id_values, sort=False)
         ids = np.asarray(uniques, dtype=object)
     values = np.column_stack([df[c].to_numpy(dtype=np.float64, na_value=np.nan) for c in spec.target_cols])
@@ -198,7 +194,8 @@ def parse_times(raw: pd.Series | pd.Index, name: str) -> tuple[np.ndarray, str, 
     else:
         index = _parse_object_times(pd.Series(raw), name)
     if index.hasnans:
-        raise ValueError(f"time column {name!r} has {int(index.isna().sum())} missing timestamps; every row needs a time")
+        raise ValueError(f"time column {name!r} has {int(index.isna().sum())} missing timestamps; "
+                         "every row needs a time")
     tz = None if index.tz is None else str(index.tz)
     return index.as_unit("ns").asi8.copy(), "datetime", tz, str(index.dtype)
 
@@ -247,7 +244,8 @@ def _require_columns(df: pd.DataFrame, names: list[str], role: str) -> None:
     for name in names:
         if name not in df.columns:
             raise ValueError(
-                f"column {name!r} ({role}) is not in the frame{did_you_mean(name, columns)}; columns: {listing(columns, 12)}"
+                f"column {name!r} ({role}) is not in the frame{did_you_mean(name, columns)}; "
+                f"columns: {listing(columns, 12)}"
             )
 
 

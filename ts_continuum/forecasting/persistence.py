@@ -45,10 +45,12 @@ def save_forecaster(f, path: Path, overwrite: bool) -> Path:
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} exists and is not a directory; choose a directory path")
     if path.is_dir() and any(path.iterdir()) and not overwrite:
-        raise ValueError(f"{path} is not empty; pass overwrite=True to replace a saved forecaster, or choose a new path")
+        raise ValueError(f"{path} is not empty; pass overwrite=True to replace a saved forecaster, "
+                         "or choose a new path")
     ids = [_plain(i) for i in f.context_.ids]
     if not all(i is None or isinstance(i, (str, int, float)) for i in ids):
-        raise ValueError("series ids must be strings or numbers to be saved; convert the id column, e.g. with astype(str)")
+        raise ValueError("series ids must be strings or numbers to be saved; "
+                         "convert the id column, e.g. with astype(str)")
     args, dropped = _json_safe(f.init_args)
     if dropped:
         warnings.warn(f"not saved (not JSON-serialisable): {', '.join(dropped)}; pass them again to Forecaster.load's "
@@ -69,7 +71,8 @@ def save_forecaster(f, path: Path, overwrite: bool) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     (path / CONFIG).write_text(json.dumps(config, indent=2))
     torch.save(f.model_.state_dict(), path / WEIGHTS)
-    np.savez(path / ARRAYS, mean=f.scaler_.mean, std=f.scaler_.std, bounds=ctx.bounds, times=ctx.times, values=ctx.values)
+    np.savez(path / ARRAYS, mean=f.scaler_.mean, std=f.scaler_.std,
+             bounds=ctx.bounds, times=ctx.times, values=ctx.values)
     return path
 
 

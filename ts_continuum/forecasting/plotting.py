@@ -14,7 +14,8 @@ from .errors import did_you_mean, listing, positive_int
 from .frames import native_to_pandas, read_panel
 
 
-def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None, history_steps: int | None = None) -> Figure:
+def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
+                  history_steps: int | None = None) -> Figure:
     """History (the last ``history_steps`` nominal steps, default ``lookback``) and forecast of series ``id``."""
     steps = f.lookback if history_steps is None else positive_int("history_steps", history_steps)
     hist = read_panel(history, f.spec_, "history")

@@ -38,10 +38,3 @@ class Scaler:
     def inverse(self, scaled: np.ndarray, series: np.ndarray) -> np.ndarray:
         """(W, H, C) scaled forecasts of series ``series`` (W,) -> original units (float64)."""
         return scaled.astype(np.float64) * self.std[series][:, None, :] + self.mean[series][:, None, :]
-
-    def take(self, series: np.ndarray) -> "Scaler":
-        return Scaler(self.mean[series], self.std[series])
-
-    @classmethod
-    def stack(cls, parts: list["Scaler"]) -> "Scaler":
-        return cls(np.concatenate([p.mean for p in parts]), np.concatenate([p.std for p in parts]))

@@ -203,11 +203,14 @@ def test_save_refuses_a_non_empty_directory_unless_overwrite(fitted, tmp_path):
     assert (target / "keep.txt").read_text() == "mine" and Forecaster.load(target).freq_ == fitted.freq_
 
 
-def test_save_load_keeps_wide_format_and_time_zone(tmp_path):
+def test_save_load_keeps_wide_format_time_zone_and_a_timedelta_freq(tmp_path):
     df = wide_frame()
     df.index = df.index.tz_localize("UTC")
-    f = Forecaster(**TINY).fit(df)
-    loaded = Forecaster.load(f.save(tmp_path / "w"))
+    f = Forecaster(**TINY, freq=pd.Timedelta("15min")).fit(df)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every argument is saved
+        loaded = Forecaster.load(f.save(tmp_path / "w"))
+    assert loaded.freq == "900000000000ns" and loaded.freq_ == f.freq_
     pd.testing.assert_frame_equal(loaded.predict(), f.predict())
     assert str(loaded.predict().index.tz) == "UTC"
 
@@ -298,3 +301,12 @@ def test_best_validation_weights_are_restored_at_the_end():
         keep.on_validation_end(trainer, net)
     keep.on_fit_end(trainer, net)
     assert torch.equal(net.weight, torch.full((1, 2), 5.0)) and keep.best == 1.0
+
+
+def test_arguments_that_are_not_json_are_named_when_saving(tmp_path):
+    from lightning.pytorch.callbacks import Callback
+
+    f = Forecaster(**TINY, callbacks=Callback()).fit(wide_frame())
+    with pytest.warns(UserWarning, match=r"not saved \(not JSON-serialisable\): callbacks"):
+        loaded = Forecaster.load(f.save(tmp_path / "cb"))
+    pd.testing.assert_frame_equal(loaded.predict(), f.predict())

@@ -9,11 +9,13 @@ this code cannot read; such directories are refused rather than half-read.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 import ts_continuum
@@ -29,6 +31,8 @@ CONFIG, WEIGHTS, ARRAYS = "forecaster.json", "weights.pt", "state.npz"
 def _json_safe(args: dict) -> tuple[dict, list[str]]:
     kept, dropped = {}, []
     for name, value in args.items():
+        if name == "freq" and isinstance(value, (pd.Timedelta, dt.timedelta, np.timedelta64, pd.offsets.Tick)):
+            value = f"{pd.Timedelta(value).value}ns"  # a duration as an offset alias that parse_freq reads back
         try:
             json.dumps(value)
             kept[name] = value

@@ -1,0 +1,312 @@
+"""Forecaster on DataFrames: formats, times, irregular data, predict, save/load, backtest, plot."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from forecaster_data import TINY, H, long_frame, wide_frame
+from matplotlib.figure import Figure
+
+import ts_continuum
+from ts_continuum import Forecaster
+
+TARGETS = ["y", "z"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return long_frame(drop=0.2)
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    return Forecaster(**TINY).fit(data, target_cols=TARGETS)
+
+
+def expected_future(last, step):
+    return [last + k * step for k in range(1, H + 1)]
+
+
+def test_long_format_answers_every_series_in_its_columns_and_times(fitted, data):
+    pred = fitted.predict()
+    assert list(pred.columns) == ["unique_id", "ds", "y", "z"]
+    assert pred["ds"].dtype == data["ds"].dtype
+    assert list(pred["unique_id"].unique()) == ["a", "b", "c"] and len(pred) == 3 * H
+    for sid, rows in pred.groupby("unique_id"):
+        last = data.loc[data["unique_id"] == sid, "ds"].max()
+        assert list(rows["ds"]) == expected_future(last, pd.Timedelta("1h"))
+    assert np.isfinite(pred[TARGETS].to_numpy()).all()
+    assert fitted.freq_ == pd.Timedelta("1h").value  # inferred despite the dropped rows
+
+
+def test_predict_without_frame_equals_predict_on_the_training_frame(fitted, data):
+    pd.testing.assert_frame_equal(fitted.predict(), fitted.predict(data))
+
+
+def test_predict_conditions_on_the_history_it_is_given(fitted, data):
+    changed = data.copy()
+    last_a = changed.index[changed["unique_id"] == "a"][-5:]
+    changed.loc[last_a, "y"] += 3.0
+    before, after = fitted.predict(data), fitted.predict(changed)
+    a_before, a_after = (p.loc[p["unique_id"] == "a", "y"].to_numpy() for p in (before, after))
+    assert not np.allclose(a_before, a_after)
+    others = before["unique_id"] != "a"
+    np.testing.assert_array_equal(before.loc[others, TARGETS].to_numpy(), after.loc[others, TARGETS].to_numpy())
+
+
+def test_new_series_in_predict_are_scaled_by_their_own_history(fitted, data):
+    new = long_frame(seed=3).query("unique_id == 'b'").assign(unique_id="new", y=lambda d: 1000 + 50 * d["y"])
+    pred = fitted.predict(pd.concat([data[data["unique_id"] == "a"], new]))
+    assert list(pred["unique_id"].unique()) == ["a", "new"]
+    scaler = fitted._scaler_for(fitted._read(new, "new"))
+    np.testing.assert_allclose(scaler.mean[0, 0], new["y"].mean())
+    np.testing.assert_allclose(scaler.std[0, 0], new["y"].std(ddof=0))
+    known = fitted._scaler_for(fitted._read(data[data["unique_id"] == "c"], "c"))
+    np.testing.assert_array_equal(known.mean[0], fitted.scaler_.mean[2])
+    level, spread = new["y"].mean(), new["y"].std()
+    assert pred.loc[pred["unique_id"] == "new", "y"].between(level - 3 * spread, level + 3 * spread).all()
+
+
+def test_scalers_are_fitted_on_training_observations_only(data):
+    f = Forecaster(**TINY).fit(data, target_cols=TARGETS, val_size=H + 2)
+    a = data[data["unique_id"] == "a"]
+    cut = a["ds"].iloc[0] + pd.Timedelta(hours=(a["ds"].iloc[-1] - a["ds"].iloc[0]) / pd.Timedelta("1h") - (H + 2))
+    train = a[a["ds"] <= cut]
+    np.testing.assert_allclose(f.scaler_.mean[0], train[TARGETS].mean().to_numpy())
+    assert "val_mse" in f.fit_metrics_ and np.isfinite(f.fit_metrics_["val_mse"])
+
+
+def test_custom_column_names_and_extra_columns_are_mirrored():
+    df = long_frame().rename(columns={"unique_id": "store", "ds": "when", "y": "sales"}).assign(note="x")
+    f = Forecaster(**TINY).fit(df, id_col="store", time_col="when", target_cols="sales")
+    pred = f.predict()
+    assert list(pred.columns) == ["store", "when", "sales"]
+
+
+def test_wide_format_with_datetime_index():
+    df = wide_frame()
+    f = Forecaster(**TINY).fit(df)
+    pred = f.predict()
+    assert isinstance(pred.index, pd.DatetimeIndex) and pred.index.name == "date"
+    assert list(pred.columns) == ["a", "b"]
+    assert list(pred.index) == expected_future(df.index[-1], pd.Timedelta("15min"))
+    assert f.predict(df.iloc[:70]).index[0] == df.index[69] + pd.Timedelta("15min")
+
+
+def test_wide_format_with_time_column():
+    df = wide_frame().reset_index()
+    pred = Forecaster(**TINY).fit(df, time_col="date").predict()
+    assert list(pred.columns) == ["date", "a", "b"] and isinstance(pred.index, pd.RangeIndex)
+    assert list(pred["date"]) == expected_future(df["date"].iloc[-1], pd.Timedelta("15min"))
+
+
+@pytest.mark.parametrize("dtype, spacing", [("int64", 2), ("float64", 0.5)])
+def test_numeric_times(dtype, spacing):
+    df = wide_frame().reset_index(drop=True)
+    df.insert(0, "t", (np.arange(len(df)) * spacing + 100).astype(dtype))
+    f = Forecaster(**TINY).fit(df, time_col="t")
+    pred = f.predict()
+    assert pred["t"].dtype == np.dtype(dtype)
+    assert list(pred["t"]) == expected_future(df["t"].iloc[-1], spacing)
+
+
+def test_tz_aware_times_keep_their_zone():
+    df = long_frame(tz="Europe/Berlin")  # crosses no DST change; steps are absolute durations anyway
+    pred = Forecaster(**TINY).fit(df, target_cols=TARGETS).predict()
+    assert str(pred["ds"].dt.tz) == "Europe/Berlin"
+    last = df.loc[df["unique_id"] == "b", "ds"].max()
+    assert list(pred.loc[pred["unique_id"] == "b", "ds"]) == expected_future(last, pd.Timedelta("1h"))
+
+
+def test_explicit_freq_sets_the_horizon_grid():
+    df = long_frame(drop=0.5)
+    f = Forecaster(**TINY, freq="30min").fit(df, target_cols=TARGETS)
+    assert f.freq_ == pd.Timedelta("30min").value
+    pred = f.predict()
+    b = pred[pred["unique_id"] == "b"]["ds"]
+    assert (b.diff().dropna() == pd.Timedelta("30min")).all()
+
+
+def test_nan_gaps_are_missing_observations_and_trailing_nan_rows_are_ignored():
+    df = long_frame()
+    df.loc[df.index[10:20], "y"] = np.nan  # a gap in one variable
+    tail = df[df["unique_id"] == "a"].index[-3:]
+    df.loc[tail, ["y", "z"]] = np.nan  # rows with nothing observed: not part of the history
+    pred = Forecaster(**TINY).fit(df, target_cols=TARGETS).predict()
+    last_observed = df.loc[df.index[df["unique_id"] == "a"][-4], "ds"]
+    assert pred.loc[pred["unique_id"] == "a", "ds"].iloc[0] == last_observed + pd.Timedelta("1h")
+    assert np.isfinite(pred[TARGETS].to_numpy()).all()
+
+
+def test_irregular_input_with_continuous_attention_raises_no_warning(data):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*cannot see.*")
+        Forecaster(**TINY).fit(data, target_cols=TARGETS)
+
+
+@pytest.mark.parametrize("pos", ["learned", "none"])
+def test_softmax_with_index_positions_warns_on_irregular_data(data, pos):
+    with pytest.warns(UserWarning, match="cannot see the time between"):
+        f = Forecaster(**TINY, attention="softmax", pos_encoding=pos).fit(data, target_cols=TARGETS)
+    with pytest.warns(UserWarning, match="cannot see"):
+        f.predict(data)
+    with warnings.catch_warnings():  # regular complete data: nothing to see
+        warnings.filterwarnings("error", message=".*cannot see.*")
+        f.predict(long_frame())
+
+
+def test_softmax_with_rope_sees_timestamps_and_does_not_warn(data):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*cannot see.*")
+        Forecaster(**TINY, attention="softmax", pos_encoding="rope").fit(data, target_cols=TARGETS)
+
+
+def test_encoder_model_and_option_routing(data):
+    tiny = {k: v for k, v in TINY.items() if k not in ("patch_len", "stride")}
+    f = Forecaster("encoder", **{**tiny, "d_model": 12}, lr=3e-3, lr_schedule="constant", dropout=0.0)
+    assert f.options.model["d_model"] == 12 and f.options.module["lr"] == 3e-3
+    assert f.options.trainer["max_epochs"] == 1
+    f.fit(data, target_cols=TARGETS)
+    assert type(f.model_).__name__ == "EncoderTransformer" and f.model_.config["d_model"] == 12
+    assert np.isfinite(f.predict()[TARGETS].to_numpy()).all()
+
+
+def test_same_seed_same_model_and_no_files_in_the_working_directory(data, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    a = Forecaster(**TINY, seed=1).fit(data, target_cols=TARGETS, val_size=H)
+    b = Forecaster(**TINY, seed=1).fit(data, target_cols=TARGETS, val_size=H)
+    pd.testing.assert_frame_equal(a.predict(), b.predict())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_load_round_trip_predicts_identically(fitted, data, tmp_path):
+    path = fitted.save(tmp_path / "model")
+    config = json.loads((path / "forecaster.json").read_text())
+    assert config["format_version"] == 1 and config["library_version"] == ts_continuum.__version__
+    loaded = Forecaster.load(path)
+    pd.testing.assert_frame_equal(loaded.predict(), fitted.predict())
+    pd.testing.assert_frame_equal(loaded.predict(data.iloc[::2]), fitted.predict(data.iloc[::2]))
+    assert loaded.spec_ == fitted.spec_ and loaded.freq_ == fitted.freq_
+
+
+def test_save_refuses_a_non_empty_directory_unless_overwrite(fitted, tmp_path):
+    target = tmp_path / "busy"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty; pass overwrite=True"):
+        fitted.save(target)
+    fitted.save(target, overwrite=True)
+    assert (target / "keep.txt").read_text() == "mine" and Forecaster.load(target).freq_ == fitted.freq_
+
+
+def test_save_load_keeps_wide_format_time_zone_and_a_timedelta_freq(tmp_path):
+    df = wide_frame()
+    df.index = df.index.tz_localize("UTC")
+    f = Forecaster(**TINY, freq=pd.Timedelta("15min")).fit(df)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every argument is saved
+        loaded = Forecaster.load(f.save(tmp_path / "w"))
+    assert loaded.freq == "900000000000ns" and loaded.freq_ == f.freq_
+    pd.testing.assert_frame_equal(loaded.predict(), f.predict())
+    assert str(loaded.predict().index.tz) == "UTC"
+
+
+def test_backtest_windows_forecasts_and_metrics(fitted, data):
+    result = fitted.backtest(data, n_windows=3, step=2)
+    fc = result.forecasts
+    assert list(fc.columns) == ["unique_id", "cutoff", "ds", "y", "y_forecast", "z", "z_forecast"]
+    assert len(fc) == 3 * 3 * H
+    for sid, rows in fc.groupby("unique_id"):
+        series = data[data["unique_id"] == sid]
+        cutoffs = rows["cutoff"].unique()
+        assert len(cutoffs) == 3 and (cutoffs <= series["ds"].max() - H * pd.Timedelta("1h")).all()
+        assert set(cutoffs) <= set(series["ds"])  # origins are observations
+        for cutoff in cutoffs:  # forecast from history up to the cutoff only
+            window = rows[rows["cutoff"] == cutoff]
+            alone = fitted.predict(series[series["ds"] <= cutoff])
+            np.testing.assert_allclose(window["y_forecast"], alone["y"], rtol=1e-5, atol=1e-6)
+            actual = series.set_index("ds")["y"].reindex(window["ds"]).to_numpy()
+            np.testing.assert_array_equal(window["y"].to_numpy(), actual)  # NaN where no row was observed
+    metrics = result.metrics
+    assert len(metrics) == 3 * 3 * 2 and set(metrics.columns) >= {"unique_id", "cutoff", "target", "mse", "mae", "n"}
+    first = metrics.iloc[0]
+    rows = fc[(fc["unique_id"] == first["unique_id"]) & (fc["cutoff"] == first["cutoff"])].dropna(subset=["y"])
+    np.testing.assert_allclose(first["mse"], ((rows["y"] - rows["y_forecast"]) ** 2).mean())
+    np.testing.assert_allclose(first["mae"], (rows["y"] - rows["y_forecast"]).abs().mean())
+    seen = fc.dropna(subset=["z"])
+    np.testing.assert_allclose(result.overall.loc["z", "mse"], ((seen["z"] - seen["z_forecast"]) ** 2).mean())
+    assert result.overall.loc["z", "n"] == len(seen)
+
+
+def test_backtest_on_wide_data():
+    df = wide_frame()
+    f = Forecaster(**TINY).fit(df)
+    result = f.backtest(df, n_windows=2)
+    assert list(result.forecasts.columns) == ["cutoff", "date", "a", "a_forecast", "b", "b_forecast"]
+    assert len(result.forecasts) == 2 * H and result.forecasts["a"].notna().all()
+    assert list(result.forecasts["cutoff"].unique()) == [df.index[-1 - 2 * H], df.index[-1 - H]]
+
+
+def test_plot_returns_a_figure_with_a_panel_per_target(fitted, data, tmp_path):
+    fig = fitted.plot(data, fitted.predict(), id="b")
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    assert [ax.get_ylabel() for ax in fig.axes] == TARGETS
+    fig.savefig(tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="choose one with id="):
+        fitted.plot(data, fitted.predict())
+    with pytest.raises(ValueError, match="'bb' is not in the history"):
+        fitted.plot(data, fitted.predict(), id="bb")
+
+
+def test_public_names():
+    assert ts_continuum.Forecaster is Forecaster
+    assert issubclass(ts_continuum.forecasting.NotFittedError, ValueError)
+
+
+def test_integer_ids_keep_their_dtype_through_save_and_load(tmp_path):
+    df = long_frame().assign(unique_id=lambda d: d["unique_id"].map({"a": 7, "b": 8, "c": 9}))
+    f = Forecaster(**TINY).fit(df)
+    pred = f.predict()
+    assert pred["unique_id"].dtype == np.int64 and list(pred["unique_id"].unique()) == [7, 8, 9]
+    pd.testing.assert_frame_equal(Forecaster.load(f.save(tmp_path / "ints")).predict(), pred)
+    assert f.backtest(df).forecasts["unique_id"].dtype == np.int64
+
+
+def test_backtest_keeps_the_time_zone():
+    df = long_frame(tz="America/New_York")
+    result = Forecaster(**TINY).fit(df).backtest(df, n_windows=2)
+    for column in ("cutoff", "ds"):
+        assert str(result.forecasts[column].dt.tz) == "America/New_York"
+    assert str(result.metrics["cutoff"].dt.tz) == "America/New_York"
+
+
+def test_best_validation_weights_are_restored_at_the_end():
+    from types import SimpleNamespace
+
+    import torch
+
+    from ts_continuum.forecasting.training import BestWeights
+
+    net = torch.nn.Linear(2, 1)
+    keep = BestWeights()
+    trainer = SimpleNamespace(sanity_checking=False, callback_metrics={})
+    for val, fill in ((2.0, 1.0), (1.0, 5.0), (3.0, 9.0)):  # the epoch with val 1.0 is the best
+        torch.nn.init.constant_(net.weight, fill)
+        trainer.callback_metrics = {"val_mse": torch.tensor(val)}
+        keep.on_validation_end(trainer, net)
+    keep.on_fit_end(trainer, net)
+    assert torch.equal(net.weight, torch.full((1, 2), 5.0)) and keep.best == 1.0
+
+
+def test_arguments_that_are_not_json_are_named_when_saving(tmp_path):
+    from lightning.pytorch.callbacks import Callback
+
+    f = Forecaster(**TINY, callbacks=Callback()).fit(wide_frame())
+    with pytest.warns(UserWarning, match=r"not saved \(not JSON-serialisable\): callbacks"):
+        loaded = Forecaster.load(f.save(tmp_path / "cb"))
+    pd.testing.assert_frame_equal(loaded.predict(), f.predict())

@@ -1,0 +1,243 @@
+"""Bad input to the Forecaster: a ValueError that says what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from forecaster_data import LB, TINY, H, long_frame, wide_frame
+
+from ts_continuum import Forecaster
+from ts_continuum.forecasting import NotFittedError
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return Forecaster(**TINY).fit(long_frame(), target_cols=["y", "z"])
+
+
+# --- constructor ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, value", [("horizon", 0), ("horizon", 2.5), ("lookback", -3), ("lookback", True),
+                                         ("horizon", "6")])
+def test_horizon_and_lookback_must_be_positive_integers(name, value):
+    with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+        Forecaster(**{**TINY, name: value})
+
+
+def test_unknown_option_lists_valid_names_and_suggests_one():
+    with pytest.raises(ValueError, match=r"unknown argument 'max_epoch' \(did you mean 'max_epochs'\?\).*d_model.*lr"):
+        Forecaster(max_epoch=3)
+    with pytest.raises(ValueError, match="number of target columns"):
+        Forecaster(n_channels=3)
+
+
+def test_bad_model_name_and_bad_model_arguments_fail_at_construction():
+    with pytest.raises(ValueError, match="unknown model 'lstm'"):
+        Forecaster("lstm")
+    with pytest.raises(ValueError, match="d_model .* divisible by n_heads"):
+        Forecaster(**{**TINY, "d_model": 10, "n_heads": 4})
+    with pytest.raises(ValueError, match="loss must be one of"):
+        Forecaster(**TINY, loss="l3")
+
+
+# --- columns and values -----------------------------------------------------------------------
+def test_misspelled_columns_get_a_suggestion():
+    df = long_frame()
+    with pytest.raises(ValueError, match=r"column 'yy' \(target\) is not in the frame \(did you mean 'y'\?\)"):
+        Forecaster(**TINY).fit(df, target_cols=["yy"])
+    with pytest.raises(ValueError, match=r"'dss' .*did you mean 'ds'"):
+        Forecaster(**TINY).fit(df, time_col="dss")
+    with pytest.raises(ValueError, match=r"'series' \(long format\) is not in the frame \(did you mean 'series_id'"):
+        Forecaster(**TINY).fit(df.rename(columns={"unique_id": "series_id"}), id_col="series")
+
+
+def test_long_format_needs_a_y_column_or_target_cols():
+    df = long_frame().rename(columns={"y": "sales"})
+    with pytest.raises(ValueError, match="column 'y'"):
+        Forecaster(**TINY).fit(df)
+
+
+def test_wide_frame_without_a_time_column_or_datetime_index():
+    df = wide_frame().reset_index()
+    with pytest.raises(ValueError, match=r"no time column 'ds'.*time_col=.*datetime columns: 'date'"):
+        Forecaster(**TINY).fit(df)
+
+
+def test_non_numeric_targets():
+    df = long_frame().assign(y=lambda d: d["y"].round(2).astype(str))
+    with pytest.raises(ValueError, match="target column 'y' is not numeric.*pd.to_numeric"):
+        Forecaster(**TINY).fit(df, target_cols=["y", "z"])
+    wide = wide_frame().assign(label="x")
+    with pytest.raises(ValueError, match="'label' are not numeric; pass target_cols"):
+        Forecaster(**TINY).fit(wide)
+
+
+def test_infinite_values_are_not_missing_values():
+    df = long_frame()
+    df.loc[5, "z"] = np.inf
+    with pytest.raises(ValueError, match="'z' holds infinite values; replace them with NaN"):
+        Forecaster(**TINY).fit(df, target_cols=["y", "z"])
+
+
+def test_all_nan_series_and_all_nan_variable():
+    df = long_frame()
+    df.loc[df["unique_id"] == "b", ["y", "z"]] = np.nan
+    with pytest.raises(ValueError, match="series 'b' have no observed value"):
+        Forecaster(**TINY).fit(df, target_cols=["y", "z"])
+    df = long_frame()
+    df.loc[df["unique_id"] == "c", "z"] = np.nan
+    with pytest.raises(ValueError, match="series 'c' has no observed value of 'z'"):
+        Forecaster(**TINY).fit(df, target_cols=["y", "z"])
+
+
+def test_missing_ids_and_missing_timestamps():
+    df = long_frame().astype({"unique_id": object})
+    df.loc[3, "unique_id"] = None
+    with pytest.raises(ValueError, match="missing ids"):
+        Forecaster(**TINY).fit(df)
+    df = long_frame()
+    df.loc[3, "ds"] = pd.NaT
+    with pytest.raises(ValueError, match="1 missing timestamps"):
+        Forecaster(**TINY).fit(df)
+
+
+# --- time -------------------------------------------------------------------------------------
+def test_duplicate_timestamps_within_a_series():
+    df = long_frame()
+    df = pd.concat([df.iloc[:11], df.iloc[[10]], df.iloc[11:]], ignore_index=True)  # sorted, one repeat
+    with pytest.raises(ValueError, match=r"1 duplicate timestamp\(s\) within a series \('a' at 2021-01-01 10:00:00\)"):
+        Forecaster(**TINY).fit(df)
+
+
+def test_unsorted_timestamps_are_sorted_with_a_warning(fitted):
+    df = long_frame()
+    shuffled = df.sample(frac=1.0, random_state=0)
+    with pytest.warns(UserWarning, match="not in increasing order; sorting them"):
+        got = fitted.predict(shuffled)
+    assert list(got["unique_id"].unique()) == list(shuffled["unique_id"].unique())  # order of first appearance
+    pd.testing.assert_frame_equal(got.sort_values(["unique_id", "ds"], ignore_index=True), fitted.predict(df))
+
+
+def test_mixed_tz_aware_and_naive_timestamps():
+    df = long_frame()
+    stamps = list(df["ds"])
+    stamps[0] = stamps[0].tz_localize("UTC")
+    df["ds"] = pd.Series(stamps, dtype=object)
+    with pytest.raises(ValueError, match="mixes tz-aware and naive timestamps"):
+        Forecaster(**TINY).fit(df)
+    strings = long_frame().assign(ds=lambda d: d["ds"].astype(str))
+    strings.loc[0, "ds"] = "2021-01-01 00:00:00+05:00"
+    with pytest.raises(ValueError, match="mixes time zones or tz-aware and naive"):
+        Forecaster(**TINY).fit(strings)
+
+
+def test_timestamps_must_match_the_kind_seen_at_fit(fitted):
+    df = long_frame(tz="UTC")
+    with pytest.raises(ValueError, match="tz-aware datetimes as times but the forecaster was fitted on naive"):
+        fitted.predict(df)
+    numeric = long_frame().assign(ds=lambda d: np.arange(len(d), dtype=float))
+    with pytest.raises(ValueError, match="numbers as times but the forecaster was fitted on naive datetimes"):
+        fitted.predict(numeric)
+
+
+@pytest.mark.parametrize("freq, match", [("MS", "not a fixed duration"), (3, "must be a duration"),
+                                         ("-1h", "positive duration")])
+def test_bad_freq_for_datetimes(freq, match):
+    with pytest.raises(ValueError, match=match):
+        Forecaster(**TINY, freq=freq).fit(long_frame())
+
+
+def test_bad_freq_for_numeric_times():
+    df = wide_frame().reset_index(drop=True).rename_axis("t").reset_index()
+    with pytest.raises(ValueError, match="times are numbers, so freq must be a positive number"):
+        Forecaster(**TINY, freq="h").fit(df, time_col="t")
+
+
+# --- too little data --------------------------------------------------------------------------
+def test_too_short_series_say_how_many_steps_are_needed():
+    df = long_frame()
+    df = df[(df["unique_id"] != "b") | (df["ds"] < "2021-01-03 07:00")]  # b keeps 26 hourly steps
+    with pytest.raises(ValueError, match=rf"lookback {LB} \+ horizon {H} = {LB + H} nominal steps.*'b': 26"):
+        Forecaster(**TINY).fit(df)
+    with pytest.raises(ValueError, match=rf"\+ val_size 40 = {LB + H + 40}"):
+        Forecaster(**TINY).fit(long_frame(), val_size=40)
+
+
+def test_val_size_must_hold_a_horizon():
+    with pytest.raises(ValueError, match=f"val_size \\(3\\) must be at least horizon \\({H}\\)"):
+        Forecaster(**TINY).fit(long_frame(), val_size=3)
+    with pytest.raises(ValueError, match="val_size must be a positive integer"):
+        Forecaster(**TINY).fit(long_frame(), val_size=0.2)
+
+
+def test_predict_needs_every_variable_in_the_lookback_window(fitted):
+    df = long_frame()
+    recent = (df["unique_id"] == "a") & (df["ds"] > "2021-01-02 02:00")  # a's last 30 hours
+    df.loc[recent, "z"] = np.nan
+    with pytest.raises(ValueError, match=rf"series 'a' has no observation of 'z' in the {LB} nominal steps up to "
+                                         r"2021-01-04 07:00:00.*longer history"):
+        fitted.predict(df)
+
+
+def test_backtest_arguments_and_length(fitted):
+    df = long_frame()
+    with pytest.raises(ValueError, match="n_windows must be a positive integer"):
+        fitted.backtest(df, n_windows=0)
+    with pytest.raises(ValueError, match=r"need at least horizon \+ \(n_windows - 1\) \* step \+ 1"):
+        fitted.backtest(df, n_windows=20, step=5)
+
+
+# --- fitting state and saved directories ------------------------------------------------------
+@pytest.mark.parametrize("call", [
+    lambda f: f.predict(),
+    lambda f: f.backtest(long_frame()),
+    lambda f: f.save("never-written"),
+    lambda f: f.plot(long_frame(), long_frame()),
+])
+def test_using_an_unfitted_forecaster(call, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NotFittedError, match="not fitted yet: call fit"):
+        call(Forecaster(**TINY))
+    assert not (tmp_path / "never-written").exists()
+
+
+def test_loading_what_is_not_a_saved_forecaster(fitted, tmp_path):
+    with pytest.raises(ValueError, match="is not a saved Forecaster"):
+        Forecaster.load(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="is not a saved Forecaster"):
+        Forecaster.load(tmp_path / "empty")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "forecaster.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        Forecaster.load(bad)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "forecaster.json").write_text(json.dumps({"hello": 1}))
+    with pytest.raises(ValueError, match="lacks format"):
+        Forecaster.load(other)
+
+
+def test_loading_an_incompatible_or_incomplete_save(fitted, tmp_path):
+    path = fitted.save(tmp_path / "m")
+    config = json.loads((path / "forecaster.json").read_text())
+    (path / "forecaster.json").write_text(json.dumps({**config, "format_version": 99}))
+    with pytest.raises(ValueError, match="format version 99 .* reads version 1"):
+        Forecaster.load(path)
+    (path / "forecaster.json").write_text(json.dumps(config))
+    (path / "weights.pt").unlink()
+    with pytest.raises(ValueError, match="incomplete saved Forecaster: weights.pt missing"):
+        Forecaster.load(path)
+
+
+def test_saving_onto_a_file_and_not_a_dataframe(fitted, tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is not a directory"):
+        fitted.save(tmp_path / "file")
+    with pytest.raises(ValueError, match="expected a pandas DataFrame"):
+        Forecaster(**TINY).fit(np.zeros((10, 2)))
+    with pytest.raises(ValueError, match="expected a pandas DataFrame for predict data"):
+        fitted.predict([1, 2, 3])

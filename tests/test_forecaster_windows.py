@@ -1,0 +1,132 @@
+"""Series -> model windows and nominal steps, checked on hand-made series (no training)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from ts_continuum.data import WindowDataset
+from ts_continuum.forecasting.frames import detect_spec, read_panel
+from ts_continuum.forecasting.scaling import Scaler
+from ts_continuum.forecasting.timing import infer_freq, irregularity, parse_freq
+from ts_continuum.forecasting.windows import Windows
+from ts_continuum.models import PatchTST
+from ts_continuum.models.packing import is_regular
+
+HOUR = pd.Timedelta("1h").value
+
+
+def test_regular_complete_series_give_exactly_the_standard_sliding_windows():
+    rng = np.random.default_rng(0)
+    n, L, H = 50, 8, 3
+    values = rng.standard_normal((n, 2))
+    times = np.arange(n) * HOUR + 10**18
+    w = Windows(times, np.array([0, n]), HOUR, L, H)
+    origins = w.usable(values, w.origins(end=w.steps[[-1]]))
+    reference = WindowDataset(values, 0, n, L, H)
+    assert len(origins) == len(reference)
+    batch = w.batch(values.astype(np.float32), origins)
+    for i in (0, 17, len(reference) - 1):
+        item = reference[i]
+        torch.testing.assert_close(batch["x"][i], item["x"])
+        torch.testing.assert_close(batch["y"][i], item["y"])
+        torch.testing.assert_close(batch["x_time"][i], item["x_time"])
+    assert batch["x_mask"].all() and batch["y_mask"].all()
+    assert is_regular(batch["x_mask"], batch["x_time"])  # the models' fast path
+
+
+def test_irregular_inputs_are_right_aligned_with_times_relative_to_the_origin():
+    steps = np.array([0.0, 1.0, 3.0, 4.0, 7.0, 8.2, 9.6, 10.4, 12.0])
+    values = np.arange(9, dtype=np.float64)[:, None]
+    w = Windows(steps * 2.0, np.array([0, 9]), 2.0, 4, 3)  # numeric times, freq 2
+    x, mask, t = w.inputs(values, np.array([4]))
+    # inputs of the origin at step 7: observations in (3, 7] -> steps 4 and 7
+    np.testing.assert_array_equal(mask[0, :, 0], [False, False, True, True])
+    np.testing.assert_array_equal(x[0, 2:, 0], [3.0, 4.0])
+    np.testing.assert_allclose(t[0, 2:], [-3.0, 0.0])
+    assert np.all(np.diff(t[0]) > 0)  # unused slots get earlier, increasing times
+    y, y_mask = w.targets(values, np.array([4]))
+    # 8.2 -> slot 1, 9.6 and 10.4 -> slot 3 (averaged), 12.0 is 5 steps ahead: outside horizon 3
+    np.testing.assert_array_equal(y_mask[0, :, 0], [True, False, True])
+    np.testing.assert_allclose(y[0, [0, 2], 0], [5.0, 6.5])
+    assert np.isnan(y[0, 1, 0])
+
+
+def test_denser_than_nominal_keeps_the_most_recent_lookback_observations():
+    steps = np.arange(0, 10, 0.5)  # two observations per nominal step
+    sparse = np.where(steps == 7.5, 1.0, np.nan)  # seen in the nominal window, not in the last 4 observations
+    values = np.stack([steps, sparse], axis=1)
+    w = Windows(steps, np.array([0, len(steps)]), 1.0, 4, 2)
+    origin = np.array([len(steps) - 1])
+    x, mask, t = w.inputs(values, origin)
+    assert mask[..., 0].all() and not mask[..., 1].any()
+    np.testing.assert_allclose(x[0, :, 0], [8.0, 8.5, 9.0, 9.5])
+    np.testing.assert_allclose(t[0], [-1.5, -1.0, -0.5, 0.0])
+    np.testing.assert_array_equal(w.input_counts(values, origin), [[4, 0]])
+
+
+def test_missing_values_are_masked_not_zero_filled_observations():
+    values = np.array([[1.0, np.nan], [2.0, 5.0], [np.nan, 6.0], [4.0, 7.0]])
+    w = Windows(np.arange(4.0), np.array([0, 4]), 1.0, 4, 1)
+    x, mask, _ = w.inputs(values, np.array([3]))
+    np.testing.assert_array_equal(mask[0], ~np.isnan(values))
+    np.testing.assert_array_equal(w.input_counts(values, np.array([3])), [[3, 3]])
+
+
+def test_windows_do_not_cross_series_boundaries():
+    times = np.concatenate([np.arange(10.0), np.arange(10.0)])
+    values = np.concatenate([np.zeros(10), np.ones(10)])[:, None]
+    w = Windows(times, np.array([0, 10, 20]), 1.0, 6, 2)
+    x, mask, _ = w.inputs(values, np.array([12]))
+    assert mask[0, :, 0].sum() == 3 and (x[0, mask[0, :, 0], 0] == 1).all()
+    origins = w.origins(end=w.steps[[9, 19]])
+    assert set(origins) == set(range(5, 8)) | set(range(15, 18))
+
+
+def test_model_accepts_irregular_windows():
+    rng = np.random.default_rng(1)
+    steps = np.sort(rng.choice(200, 120, replace=False)).astype(float)
+    values = rng.standard_normal((120, 2))
+    w = Windows(steps, np.array([0, 120]), 1.0, 24, 6)
+    origins = w.usable(values, w.origins(end=w.steps[[-1]]))
+    batch = w.batch(values.astype(np.float32), origins[:16])
+    model = PatchTST(n_channels=2, lookback=24, horizon=6, patch_len=8, stride=4, d_model=8, n_heads=2,
+                     n_layers=1, attention="continuous", pos_encoding="rope", attention_backend="torch").eval()
+    assert not is_regular(batch["x_mask"], batch["x_time"])
+    with torch.no_grad():
+        assert torch.isfinite(model(batch["x"], batch["x_mask"], batch["x_time"])).all()
+
+
+def test_freq_inference_and_parsing():
+    index = pd.date_range("2021-01-01", periods=200, freq="h")
+    kept = index[np.random.default_rng(0).random(200) > 0.3]
+    df = pd.DataFrame({"y": np.arange(len(kept), dtype=float)}, index=kept)
+    panel = read_panel(df, detect_spec(df))
+    assert infer_freq(panel) == HOUR
+    assert "spacings differ" in irregularity(panel, HOUR)
+    assert parse_freq("15min", "datetime") == pd.Timedelta("15min").value
+    assert parse_freq(pd.Timedelta(hours=2), "datetime") == 2 * HOUR
+    assert parse_freq(0.25, "numeric") == 0.25
+    regular = pd.DataFrame({"y": [1.0, 2.0, 3.0]}, index=index[:3])
+    assert irregularity(read_panel(regular, detect_spec(regular)), HOUR) is None
+
+
+def test_series_with_different_spacings_warn_when_freq_is_inferred():
+    df = pd.concat([
+        pd.DataFrame({"unique_id": "hourly", "ds": pd.date_range("2021", periods=30, freq="h"), "y": 1.0}),
+        pd.DataFrame({"unique_id": "daily", "ds": pd.date_range("2021", periods=30, freq="D"), "y": 1.0}),
+        pd.DataFrame({"unique_id": "hourly2", "ds": pd.date_range("2021", periods=30, freq="h"), "y": 1.0}),
+    ])
+    with pytest.warns(UserWarning, match="differ in their typical spacing"):
+        assert infer_freq(read_panel(df, detect_spec(df))) == HOUR
+
+
+def test_scaler_ignores_missing_values_and_keeps_constant_series_finite():
+    values = np.array([[1.0, 5.0], [3.0, np.nan], [np.nan, 5.0], [10.0, 2.0], [30.0, 4.0]])
+    scaler = Scaler.fit(values, np.array([0, 3, 5]))
+    np.testing.assert_allclose(scaler.mean, [[2.0, 5.0], [20.0, 3.0]])
+    np.testing.assert_allclose(scaler.std, [[1.0, 1.0], [10.0, 1.0]])  # constant 5, 5 -> unit scale
+    scaled = scaler.transform(values, np.array([0, 3, 5]))
+    np.testing.assert_allclose(scaler.inverse(scaled[None, 3:5], np.array([1]))[0], values[3:5], rtol=1e-6)

@@ -1,0 +1,97 @@
+"""Rolling-origin evaluation of a fitted Forecaster, without refitting (as neuralforecast's
+``cross_validation`` with ``refit=False``).
+
+For each series the last ``n_windows`` cutoffs lie ``step`` nominal steps apart, the last one
+``horizon`` steps before the series' last observation. On irregular data a cutoff falls between
+observations: the forecast origin is the last observation at or before it (reported as ``cutoff``),
+and cutoffs sharing an origin are reported once. The forecast uses only the history up to the
+origin; actuals are the observations after it matched to horizon slots as in training (averaged
+when several land in one slot, NaN when none does). Errors are in the data's original units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import positive_int
+from .frames import id_column, native_to_pandas
+from .timing import future_times
+from .windows import EPS, Windows
+
+
+@dataclass
+class BacktestResult:
+    """``forecasts``: one row per series, cutoff and horizon slot, with each target's actual value
+    and ``<target>_forecast``; ``metrics``: MSE, MAE and matched points ``n`` per series, cutoff
+    and target; ``overall``: the same per target over every matched point. Original units."""
+
+    forecasts: pd.DataFrame
+    metrics: pd.DataFrame
+    overall: pd.DataFrame
+
+
+def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None) -> BacktestResult:
+    f, H = forecaster, forecaster.horizon
+    n_windows = positive_int("n_windows", n_windows)
+    step = H if step is None else positive_int("step", step)
+    panel = f._read(df, "backtest data")
+    windows = Windows(panel.times, panel.bounds, f.freq_, f.lookback, H)
+    span = windows.steps[panel.last_rows]
+    need = H + (n_windows - 1) * step
+    short = np.flatnonzero(span < need - EPS)
+    if len(short):
+        raise ValueError(f"series {panel.ids[short[0]]!r} spans {span[short[0]] + 1:g} nominal steps; {n_windows} "
+                         f"window(s) {step} steps apart need at least horizon + (n_windows - 1) * step + 1 = "
+                         f"{need + 1} "
+                         f"({len(short)} series too short): use fewer windows or a smaller step")
+    cutoffs = span[:, None] - H - (n_windows - 1 - np.arange(n_windows))[None, :] * step
+    origins, series = [], []
+    for i, (b, e) in enumerate(zip(panel.bounds[:-1], panel.bounds[1:])):
+        rows = np.unique(b + np.searchsorted(windows.steps[b:e], cutoffs[i] + EPS, side="right") - 1)
+        origins.append(rows)
+        series.append(np.full(len(rows), i))
+    origins, series = np.concatenate(origins), np.concatenate(series)
+
+    scaler = f._scaler_for(panel)
+    values = scaler.transform(panel.values, panel.bounds)
+    f._check_history(windows, values, origins, panel, series)
+    predicted = scaler.inverse(f._forecast(windows.batch(values, origins, with_targets=False)), series)
+    actual, matched = windows.targets(panel.values, origins)
+    return _result(f.spec_, panel, origins, series, future_times(panel.times[origins], f.freq_, H), actual, matched,
+                   predicted)
+
+
+def _result(spec, panel, origins, series, times, actual, matched, predicted) -> BacktestResult:
+    W, H, C = predicted.shape
+
+    def as_pandas(t):
+        return native_to_pandas(t, panel.time_kind, panel.tz, panel.time_dtype)
+
+    time_name = spec.time_col or spec.index_name or "ds"
+    keys = {"cutoff": as_pandas(panel.times[np.repeat(origins, H)]), time_name: as_pandas(times.reshape(-1))}
+    if spec.kind == "long":
+        keys = {spec.id_col: id_column(panel.ids[np.repeat(series, H)]), **keys}
+    data = {}
+    for c, name in enumerate(spec.target_cols):
+        data[name] = actual[:, :, c].reshape(-1)
+        data[f"{name}_forecast"] = predicted[:, :, c].reshape(-1)
+    forecasts = pd.DataFrame({**keys, **data})
+
+    err = np.where(matched, predicted - np.nan_to_num(actual), 0.0)
+    n = matched.sum(1)  # (W, C)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mse, mae = (err**2).sum(1) / n, np.abs(err).sum(1) / n
+    rows = {"cutoff": as_pandas(panel.times[np.repeat(origins, C)]), "target": np.tile(list(spec.target_cols), W),
+            "mse": mse.reshape(-1), "mae": mae.reshape(-1), "n": n.reshape(-1)}
+    if spec.kind == "long":
+        rows = {spec.id_col: id_column(panel.ids[np.repeat(series, C)]), **rows}
+    total = n.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        overall = pd.DataFrame(
+            {"mse": (err**2).sum((0, 1)) / total, "mae": np.abs(err).sum((0, 1)) / total, "n": total},
+            index=pd.Index(list(spec.target_cols), name="target"),
+        )
+    return BacktestResult(forecasts, pd.DataFrame(rows), overall)

@@ -1,0 +1,255 @@
+"""``Forecaster``: continuous-attention forecasting models fitted and queried on pandas DataFrames."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import torch
+
+from ..models import MODELS
+from ..models.layers import MultiHeadAttention
+from ..training import ForecastingModule
+from .backtest import BacktestResult, run_backtest
+from .errors import NotFittedError, positive_int
+from .frames import FrameSpec, Panel, detect_spec, forecast_frame, native_to_pandas, read_panel
+from .options import split_options
+from .persistence import load_forecaster, save_forecaster
+from .plotting import plot_forecast
+from .scaling import Scaler
+from .timing import describe, future_times, infer_freq, irregularity, parse_freq
+from .training import run_fit
+from .windows import EPS, Windows, window_loader
+
+MODEL_ARGS = {"n_channels", "lookback", "horizon", "attention", "pos_encoding"}
+PREDICT_CHUNK = 2048  # windows per forward pass
+
+
+@contextlib.contextmanager
+def eager_attention(model: torch.nn.Module):
+    """Eager attention for a forward pass: one predict must not pay a torch.compile."""
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    saved = [m.backend for m in layers]
+    for m in layers:
+        m.backend = "torch"
+    try:
+        yield
+    finally:
+        for m, backend in zip(layers, saved):
+            m.backend = backend
+
+
+class Forecaster:
+    """Forecast every series of a DataFrame ``horizon`` nominal steps ahead from ``lookback`` steps.
+
+    Args:
+        model: "patchtst" or "encoder" (``ts_continuum.models``).
+        horizon, lookback: forecast and input lengths in nominal steps (positive integers).
+        attention: "continuous" (integrates over real time between observations) or "softmax".
+        freq: the nominal step: a fixed duration ('h', '15min', pd.Timedelta) for datetimes, a
+            number for numeric times; None infers the median spacing (see ``freq_`` after fit).
+        pos_encoding: "rope" (rotary positions at the real timestamps, so a softmax model also
+            sees gaps), "learned" or "none" (token indices: blind to gaps, hence a warning on
+            irregular data with softmax attention).
+        batch_size: training windows per step.
+        early_stopping_patience: epochs without a better ``val_mse`` before stopping (with ``val_size``).
+        seed: seeds weights and shuffling.
+        **kwargs: model arguments (d_model, n_layers, dropout, attention_backend, ...), training
+            arguments (lr, loss, lr_schedule, weight_decay) and Lightning Trainer arguments
+            (max_epochs, accelerator, enable_progress_bar, ...); unknown names are a ValueError.
+    """
+
+    def __init__(self, model: str = "patchtst", horizon: int = 96, lookback: int = 336,
+                 attention: str = "continuous", freq=None, pos_encoding: str = "rope", *,
+                 batch_size: int = 64, early_stopping_patience: int = 3, seed: int = 0, **kwargs):
+        self.horizon, self.lookback = positive_int("horizon", horizon), positive_int("lookback", lookback)
+        self.batch_size = positive_int("batch_size", batch_size)
+        self.early_stopping_patience = positive_int("early_stopping_patience", early_stopping_patience)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        if str(model).lower() not in MODELS:
+            raise ValueError(f"unknown model {model!r}; choose one of {', '.join(map(repr, MODELS))}")
+        self.model_name, self.seed = str(model).lower(), int(seed)
+        self.model_cls = MODELS[self.model_name]
+        self.attention, self.pos_encoding, self.freq = attention, pos_encoding, freq
+        self.options = split_options(self.model_cls, kwargs, MODEL_ARGS)
+        self.init_args = dict(model=self.model_name, horizon=self.horizon, lookback=self.lookback,
+                              attention=attention, freq=freq, pos_encoding=pos_encoding, batch_size=self.batch_size,
+                              early_stopping_patience=self.early_stopping_patience, seed=self.seed, **kwargs)
+        ForecastingModule(self._build_model(1), **self.options.module)  # bad model/training arguments fail now
+        self.model_: torch.nn.Module | None = None
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.init_args.items())
+        return f"Forecaster({args}){'' if self.model_ is None else ' [fitted]'}"
+
+    # --- fitting ------------------------------------------------------------------------
+    def fit(self, df: pd.DataFrame, id_col: str | None = None, time_col: str | None = "ds",
+            target_cols: str | list[str] | None = None, val_size: int | None = None) -> "Forecaster":
+        """Train on every series of ``df`` (long or wide format, see ``docs/forecaster.md``).
+
+        ``val_size``: nominal steps at the end of each series held out for validation, early
+        stopping and the choice of the best epoch (at least ``horizon``); None trains on all of it.
+        Training needs every series to span ``lookback + horizon (+ val_size)`` nominal steps.
+        """
+        if val_size is not None and positive_int("val_size", val_size) < self.horizon:
+            raise ValueError(f"val_size ({val_size}) must be at least horizon ({self.horizon}) nominal steps so "
+                             "that one validation window fits")
+        spec = detect_spec(df, id_col, time_col, target_cols)
+        panel = read_panel(df, spec, "training data")
+        spec = spec.with_time(panel)
+        freq = infer_freq(panel) if self.freq is None else parse_freq(self.freq, panel.time_kind)
+        self._warn_if_blind(panel, freq)
+        windows = Windows(panel.times, panel.bounds, freq, self.lookback, self.horizon)
+        span = windows.steps[panel.last_rows]  # steps from each series' first to last observation
+        self._check_span(panel, span, freq, val_size or 0)
+        if val_size:
+            cut = span - val_size
+            train_panel = panel.take(windows.steps <= cut[panel.codes] + EPS)
+            train_windows = Windows(train_panel.times, train_panel.bounds, freq, self.lookback, self.horizon)
+        else:
+            cut, train_panel, train_windows = span, panel, windows
+        scaler = Scaler.fit(train_panel.values, train_panel.bounds)
+        train_values = scaler.transform(train_panel.values, train_panel.bounds)
+        origins = train_windows.usable(train_values, train_windows.origins(end=cut))
+        if not len(origins):
+            raise ValueError("no training window has an observation of every target in its lookback window and "
+                             "an observed target in its horizon; the data is too sparse for this lookback/horizon")
+        val_loader = None
+        if val_size:
+            values = scaler.transform(panel.values, panel.bounds)
+            val_origins = windows.usable(values, windows.origins(end=span, start=cut))
+            if not len(val_origins):
+                raise ValueError(f"val_size={val_size} leaves no usable validation window; "
+                                 "use a larger val_size or None")
+            val_loader = window_loader(windows, values, val_origins, self.batch_size, shuffle=False)
+
+        L.seed_everything(self.seed, verbose=False)
+        model = self._build_model(len(spec.target_cols))
+        module = ForecastingModule(model, **self.options.module)
+        train_loader = window_loader(train_windows, train_values, origins, self.batch_size, True, self.seed)
+        self.fit_metrics_ = run_fit(module, self.options.trainer, train_loader, val_loader,
+                                    self.early_stopping_patience)
+        last = windows.in_lo[panel.last_rows][panel.codes]  # the input window behind predict()
+        self._set_fitted(model.eval(), spec, freq, scaler, panel.take(np.arange(len(panel.times)) >= last))
+        return self
+
+    def _set_fitted(self, model: torch.nn.Module, spec: FrameSpec, freq, scaler: Scaler, context: Panel) -> None:
+        self.model_, self.spec_, self.freq_, self.scaler_, self.context_ = model, spec, freq, scaler, context
+        self.series_ = {sid: i for i, sid in enumerate(context.ids)}
+
+    def _build_model(self, n_channels: int) -> torch.nn.Module:
+        return self.model_cls(n_channels=n_channels, lookback=self.lookback, horizon=self.horizon,
+                              attention=self.attention, pos_encoding=self.pos_encoding, **self.options.model)
+
+    def _check_span(self, panel: Panel, span: np.ndarray, freq, val_size: int) -> None:
+        need = self.lookback + self.horizon + val_size
+        short = np.flatnonzero(span + 1 < need - 0.5)
+        if len(short):
+            extra = f" + val_size {val_size}" if val_size else ""
+            got = ", ".join(f"{panel.ids[i]!r}: {span[i] + 1:g}" for i in short[:5])
+            raise ValueError(
+                f"{len(short)} series are too short to train on: fitting needs each series to span at least lookback "
+                f"{self.lookback} + horizon {self.horizon}{extra} = {need} nominal steps of "
+                f"{describe(freq, panel.time_kind)} "
+                f"from first to last observation (spans: {got}). Drop these series or use a shorter lookback/horizon"
+            )
+
+    def _warn_if_blind(self, panel: Panel, freq) -> None:
+        if self.attention != "softmax" or self.pos_encoding not in ("learned", "none"):
+            return
+        reason = irregularity(panel, freq)
+        if reason:
+            warnings.warn(
+                f"the data is irregular ({reason}), but softmax attention with pos_encoding={self.pos_encoding!r} "
+                "indexes tokens by position and cannot see the time between them: it treats the observations as "
+                "evenly spaced. Use attention='continuous' or pos_encoding='rope' (real timestamps)",
+                UserWarning, stacklevel=3)
+
+    # --- forecasting --------------------------------------------------------------------
+    def predict(self, df: pd.DataFrame | None = None) -> pd.DataFrame:
+        """The next ``horizon`` nominal steps after each series' last observation, in the input's format.
+
+        ``df=None`` continues the training series; a frame conditions on its history instead (new
+        series are scaled by their own history). Timestamps are last + k * freq, k = 1..horizon.
+        """
+        self._check_fitted("predict")
+        panel = self.context_ if df is None else self._read(df, "predict data")
+        windows = Windows(panel.times, panel.bounds, self.freq_, self.lookback, self.horizon)
+        scaler = self._scaler_for(panel)
+        values = scaler.transform(panel.values, panel.bounds)
+        origins = panel.last_rows
+        self._check_history(windows, values, origins, panel, np.arange(panel.n_series))
+        scaled = self._forecast(windows.batch(values, origins, with_targets=False))
+        times = future_times(panel.times[origins], self.freq_, self.horizon)
+        return forecast_frame(self.spec_, panel.ids, times, scaler.inverse(scaled, np.arange(panel.n_series)),
+                              panel.time_dtype, panel.tz)
+
+    def _read(self, df: pd.DataFrame, what: str) -> Panel:
+        panel = read_panel(df, self.spec_, what)
+        self._warn_if_blind(panel, self.freq_)
+        return panel
+
+    def _scaler_for(self, panel: Panel) -> Scaler:
+        """Training statistics for known series, the series' own history for new ones."""
+        own = Scaler.fit(panel.values, panel.bounds)
+        known = np.array([self.series_.get(sid, -1) for sid in panel.ids])
+        old = known[:, None] >= 0
+        return Scaler(np.where(old, self.scaler_.mean[known], own.mean),
+                      np.where(old, self.scaler_.std[known], own.std))
+
+    def _check_history(self, windows: Windows, values: np.ndarray, origins: np.ndarray, panel: Panel,
+                       series: np.ndarray) -> None:
+        counts = windows.input_counts(values, origins)
+        missing = np.argwhere(counts == 0)
+        if len(missing):
+            w, c = missing[0]
+            when = native_to_pandas(panel.times[origins[w : w + 1]], panel.time_kind, panel.tz, panel.time_dtype)[0]
+            raise ValueError(
+                f"series {panel.ids[series[w]]!r} has no observation of {self.spec_.target_cols[c]!r} in the "
+                f"{self.lookback} nominal steps up to {when} ({len(np.unique(missing[:, 0]))} window(s) affected); the "
+                "model needs at least one observation of every target in its lookback window: give a longer history"
+            )
+
+    def _forecast(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
+        """One no-grad pass (in chunks) in eval mode with eager attention: scaled (W, H, C)."""
+        model = self.model_.eval()
+        device = next(model.parameters()).device
+        out = []
+        with torch.no_grad(), eager_attention(model):
+            for i in range(0, len(batch["x"]), PREDICT_CHUNK):
+                part = [batch[k][i : i + PREDICT_CHUNK].to(device) for k in ("x", "x_mask", "x_time")]
+                out.append(model(*part).cpu().numpy())
+        return np.concatenate(out)
+
+    def backtest(self, df: pd.DataFrame, n_windows: int = 1, step: int | None = None) -> BacktestResult:
+        """Rolling-origin evaluation without refitting: forecasts from the last ``n_windows`` cutoffs,
+        ``step`` nominal steps apart (default ``horizon``), scored against what ``df`` observed after
+        each cutoff; see ``backtest.py``."""
+        self._check_fitted("backtest")
+        return run_backtest(self, df, n_windows, step)
+
+    # --- saving and plotting ---------------------------------------------------------------
+    def save(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write config, weights, scalers and column metadata to the directory ``path``."""
+        self._check_fitted("save")
+        return save_forecaster(self, Path(path), overwrite)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Forecaster":
+        """A forecaster saved by ``save``; it predicts exactly as the saved one did."""
+        return load_forecaster(cls, Path(path))
+
+    def plot(self, history: pd.DataFrame, forecast: pd.DataFrame, id=None, history_steps: int | None = None):
+        """A matplotlib Figure of one series' history and forecast (one panel per target)."""
+        self._check_fitted("plot")
+        return plot_forecast(self, history, forecast, id, history_steps)
+
+    def _check_fitted(self, action: str) -> None:
+        if self.model_ is None:
+            raise NotFittedError(f"this Forecaster is not fitted yet: call fit(df) (or Forecaster.load(path)) "
+                                 f"before {action}")

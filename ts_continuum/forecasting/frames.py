@@ -1,0 +1,293 @@
+"""DataFrames in and out: format detection, validation, and the per-series arrays behind them.
+
+Long format (one row per series and time, as neuralforecast): an id column, a time column and one
+or more target columns. Wide format: a single series with a time column or a ``DatetimeIndex`` and
+one column per variable. Times are datetimes (all naive or all tz-aware) or numbers. A NaN target
+is a missing observation; rows where every target is NaN carry nothing and are dropped.
+
+Every problem a user can fix is a ``ValueError`` that names the column or series and says what to
+do. Unsorted timestamps within a series are sorted, with a ``UserWarning``: data from databases and
+concatenated files is often out of order, and the order carries no information once times are
+known; duplicates within a series are refused, since which value is right cannot be guessed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+
+from .errors import did_you_mean, listing
+
+LONG_ID = "unique_id"
+
+
+@dataclass(frozen=True)
+class FrameSpec:
+    """Where the series live in a DataFrame; fixed at ``fit`` and reused to read later frames."""
+
+    kind: str  # "long" or "wide"
+    id_col: str | None
+    time_col: str | None  # None: the time is the index
+    index_name: str | None  # name of the time index (wide format without a time column)
+    target_cols: tuple[str, ...]
+    time_kind: str | None = None  # "datetime" or "numeric", known once data was read
+    tz_aware: bool | None = None
+
+    def with_time(self, panel: "Panel") -> "FrameSpec":
+        return replace(self, time_kind=panel.time_kind, tz_aware=panel.tz is not None)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "target_cols": list(self.target_cols)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "FrameSpec":
+        return cls(**{**data, "target_cols": tuple(data["target_cols"])})
+
+
+@dataclass
+class Panel:
+    """Validated series, rows sorted by series then time, every row with >= 1 observed target.
+
+    ``times`` are native: int64 nanoseconds since the epoch (UTC for tz-aware data) or float64.
+    """
+
+    ids: np.ndarray  # (S,) object
+    bounds: np.ndarray  # (S + 1,) row offsets of each series
+    times: np.ndarray  # (N,)
+    values: np.ndarray  # (N, C) float64, NaN = missing
+    time_kind: str
+    tz: str | None
+    time_dtype: str  # dtype of the time column, for answers in the same dtype
+
+    @property
+    def n_series(self) -> int:
+        return len(self.ids)
+
+    @property
+    def codes(self) -> np.ndarray:
+        """Series index of every row."""
+        return np.repeat(np.arange(self.n_series), np.diff(self.bounds))
+
+    @property
+    def last_rows(self) -> np.ndarray:
+        return self.bounds[1:] - 1
+
+    def take(self, keep: np.ndarray) -> "Panel":
+        """The rows where ``keep`` is True (every series must keep at least one)."""
+        counts = np.bincount(self.codes[keep], minlength=self.n_series)
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        return replace(self, bounds=bounds, times=self.times[keep], values=self.values[keep])
+
+
+def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | None = "ds",
+                target_cols: str | list[str] | None = None) -> FrameSpec:
+    """Long format if ``id_col`` is given or a ``unique_id`` column exists, else wide."""
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"expected a pandas DataFrame, got {type(df).__name__}")
+    if isinstance(target_cols, str):
+        target_cols = [target_cols]
+    columns = list(df.columns)
+    long = id_col is not None or LONG_ID in columns
+    index_name = None
+    if long:
+        id_col, time_col = id_col or LONG_ID, time_col or "ds"
+        _require_columns(df, [id_col, time_col], "long format")
+        targets = list(target_cols) if target_cols is not None else ["y"]
+    else:
+        if time_col is None or time_col not in columns:
+            if not (isinstance(df.index, pd.DatetimeIndex) or (time_col is not None and df.index.name == time_col)):
+                hint = [c for c in columns if pd.api.types.is_datetime64_any_dtype(df[c])]
+                raise ValueError(
+                    f"no time column {time_col!r}{did_you_mean(time_col, columns)} and the index is not a "
+                    "DatetimeIndex; pass time_col=<the column holding the timestamps>"
+                    + (f" (datetime columns: {listing(hint)})" if hint else "")
+                    + ", or id_col=... for long format"
+                )
+            index_name, time_col = df.index.name, None  # the time is the index
+        targets = list(target_cols) if target_cols is not None else [c for c in columns if c != time_col]
+        bad = [c for c in targets if target_cols is None and not _is_number(df[c])]
+        if bad:
+            raise ValueError(
+                f"column(s) {listing(bad)} are not numeric; pass target_cols=[...] to choose the variables to forecast"
+            )
+    if not targets:
+        raise ValueError("no target columns: pass target_cols=[...] with the variables to forecast")
+    if len(set(targets)) != len(targets):
+        raise ValueError(f"target_cols has repeated names: {targets}")
+    clash = [c for c in targets if c in (id_col, time_col)]
+    if clash:
+        raise ValueError(f"target_cols must not include the id or time column: {listing(clash)}")
+    _require_columns(df, targets, "target")
+    return FrameSpec("long" if long else "wide", id_col, time_col, index_name, tuple(targets))
+
+
+def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
+    """Validate ``df`` against ``spec`` and return its series; ``what`` names the frame in messages."""
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"expected a pandas DataFrame for {what}, got {type(df).__name__}")
+    needed = [c for c in (spec.id_col, spec.time_col) if c is not None] + list(spec.target_cols)
+    _require_columns(df, needed, f"{what} ({spec.kind} format, as at fit)")
+    if spec.time_col is None and not (isinstance(df.index, pd.DatetimeIndex) or df.index.name == spec.index_name):
+        raise ValueError(f"{what}: the model was fitted on a frame with the time in its index; "
+                         "give a frame with the same kind of index")
+    if len(df) == 0:
+        raise ValueError(f"{what} is empty")
+    for c in spec.target_cols:
+        if not _is_number(df[c]):
+            raise ValueError(f"target column {c!r} is not numeric (dtype {df[c].dtype}); convert it, "
+                             f"e.g. pd.to_numeric(df[{c!r}], errors='coerce') to turn bad entries into missing values")
+    raw_time = df.index if spec.time_col is None else df[spec.time_col]
+    times, kind, tz, time_dtype = parse_times(raw_time, spec.time_col or "index")
+    if spec.time_kind is not None and (kind, tz is not None) != (spec.time_kind, spec.tz_aware):
+        fitted = "numbers" if spec.time_kind == "numeric" else ("tz-aware" if spec.tz_aware else "naive") + " datetimes"
+        given = "numbers" if kind == "numeric" else ("tz-aware" if tz else "naive") + " datetimes"
+        raise ValueError(f"{what} has {given} as times but the forecaster was fitted on {fitted}; "
+                         "convert them (e.g. .dt.tz_localize / .dt.tz_convert) to match")
+    if spec.id_col is None:
+        codes, ids = np.zeros(len(df), dtype=np.int64), np.array([None], dtype=object)
+    else:
+        id_values = df[spec.id_col]
+        if id_values.isna().any():
+            raise ValueError(f"id column {spec.id_col!r} has {int(id_values.isna().sum())} missing ids; "
+                             "drop or fill them")
+        codes, uniques = pd.factorize(id_values, sort=False)
+        ids = np.asarray(uniques, dtype=object)
+    values = np.column_stack([df[c].to_numpy(dtype=np.float64, na_value=np.nan) for c in spec.target_cols])
+    order = _time_order(codes, times, ids, what, lambda t: native_to_pandas(np.array([t]), kind, tz, time_dtype)[0])
+    codes, times, values = codes[order], times[order], values[order]
+    if np.isinf(values).any():
+        col = spec.target_cols[int(np.isinf(values).any(0).argmax())]
+        raise ValueError(f"target column {col!r} holds infinite values; replace them with NaN to mark them missing")
+    keep = ~np.isnan(values).all(1)
+    codes, times, values = codes[keep], times[keep], values[keep]
+    counts = np.bincount(codes, minlength=len(ids))
+    empty = ids[counts == 0]
+    if len(empty):
+        raise ValueError(f"{what}: series {listing(empty)} have no observed value (all targets NaN); drop them")
+    seen = np.stack([np.bincount(codes, weights=~np.isnan(values[:, c]), minlength=len(ids))
+                     for c in range(values.shape[1])], axis=1)
+    if (seen == 0).any():
+        s, c = np.argwhere(seen == 0)[0]
+        raise ValueError(f"{what}: series {ids[s]!r} has no observed value of {spec.target_cols[c]!r}; "
+                         "every series needs observations of every target (drop the series or the column)")
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    return Panel(ids, bounds, times, values, kind, tz, time_dtype)
+
+
+def parse_times(raw: pd.Series | pd.Index, name: str) -> tuple[np.ndarray, str, str | None, str]:
+    """Native times, their kind ("datetime"/"numeric"), time zone and dtype name."""
+    dtype = raw.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        raise ValueError(f"time column {name!r} is boolean; it must hold datetimes or numbers")
+    if pd.api.types.is_numeric_dtype(dtype):
+        values = pd.Series(raw).to_numpy(dtype=np.float64, na_value=np.nan)
+        if not np.isfinite(values).all():
+            raise ValueError(f"time column {name!r} has {int((~np.isfinite(values)).sum())} missing or infinite "
+                             "values; every row needs a time")
+        return values, "numeric", None, str(dtype)
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        index = pd.DatetimeIndex(raw)
+    else:
+        index = _parse_object_times(pd.Series(raw), name)
+    if index.hasnans:
+        raise ValueError(f"time column {name!r} has {int(index.isna().sum())} missing timestamps; "
+                         "every row needs a time")
+    tz = None if index.tz is None else str(index.tz)
+    return index.as_unit("ns").asi8.copy(), "datetime", tz, str(index.dtype)
+
+
+def native_to_pandas(times: np.ndarray, kind: str, tz: str | None, time_dtype: str) -> pd.Index:
+    """Native times back to pandas, in the dtype (and time zone) the user gave."""
+    if kind == "numeric":
+        try:
+            target = np.dtype(time_dtype)
+        except TypeError:  # pandas extension dtypes (e.g. "Int64"): answer in float64
+            target = np.dtype(np.float64)
+        if target.kind in "iu" and np.all(times == np.round(times)):
+            return pd.Index(times.astype(target))
+        return pd.Index(times.astype(np.float64))
+    index = pd.DatetimeIndex(times.astype("datetime64[ns]"))
+    if tz is not None:
+        index = index.tz_localize("UTC").tz_convert(tz)
+    dtype = pd.api.types.pandas_dtype(time_dtype)
+    unit = dtype.unit if isinstance(dtype, pd.DatetimeTZDtype) else np.datetime_data(dtype)[0]
+    try:
+        return index.as_unit(unit)
+    except ValueError:  # a finer time than the user's unit holds: keep nanoseconds
+        return index
+
+
+def forecast_frame(spec: FrameSpec, ids: np.ndarray, times: np.ndarray, values: np.ndarray,
+                   time_dtype: str, tz: str | None) -> pd.DataFrame:
+    """(S, H) times and (S, H, C) values as a frame in the user's format and column names."""
+    S, H, C = values.shape
+    when = native_to_pandas(times.reshape(-1), spec.time_kind, tz, time_dtype)
+    data = {name: values[:, :, c].reshape(-1) for c, name in enumerate(spec.target_cols)}
+    if spec.kind == "long":
+        return pd.DataFrame({spec.id_col: id_column(np.repeat(ids, H)), spec.time_col: when, **data})
+    if spec.time_col is None:
+        return pd.DataFrame(data, index=when.rename(spec.index_name))
+    return pd.DataFrame({spec.time_col: when, **data})
+
+
+def id_column(ids: np.ndarray) -> pd.Series:
+    """Series ids (an object array) as a column of their natural dtype (int64 for integer ids)."""
+    return pd.Series(ids, dtype=object).infer_objects()
+
+
+def _require_columns(df: pd.DataFrame, names: list[str], role: str) -> None:
+    columns = [str(c) for c in df.columns]
+    for name in names:
+        if name not in df.columns:
+            raise ValueError(
+                f"column {name!r} ({role}) is not in the frame{did_you_mean(name, columns)}; "
+                f"columns: {listing(columns, 12)}"
+            )
+
+
+def _is_number(column: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_complex_dtype(column.dtype)
+
+
+def _parse_object_times(raw: pd.Series, name: str) -> pd.DatetimeIndex:
+    stamps = [v for v in raw if isinstance(v, datetime)]
+    if len({v.tzinfo is None for v in stamps}) > 1:
+        raise ValueError(f"time column {name!r} mixes tz-aware and naive timestamps; make them consistent, "
+                         "e.g. localize the naive ones with .tz_localize(...) or use pd.to_datetime(..., utc=True)")
+    try:
+        try:
+            return pd.DatetimeIndex(pd.to_datetime(raw))
+        except ValueError:  # strings in more than one layout (e.g. some with a UTC offset): parse one by one
+            return pd.DatetimeIndex(pd.to_datetime(raw, format="mixed"))
+    except (ValueError, TypeError) as exc:
+        if any(word in str(exc).lower() for word in ("zone", "tz", "offset")):
+            raise ValueError(f"time column {name!r} mixes time zones or tz-aware and naive timestamps ({exc}); "
+                             "convert them to one, e.g. pd.to_datetime(df[...], utc=True)") from None
+        raise ValueError(f"time column {name!r} (dtype {raw.dtype}) holds neither datetimes nor numbers ({exc}); "
+                         "convert it with pd.to_datetime or pd.to_numeric") from None
+
+
+def _time_order(codes: np.ndarray, times: np.ndarray, ids: np.ndarray, what: str, show) -> np.ndarray:
+    """Row order by series then time; sorts with a warning, refuses duplicate times."""
+    order = np.argsort(codes, kind="stable")
+    c, t = codes[order], times[order]
+    same = c[1:] == c[:-1]
+    backwards = same & (t[1:] < t[:-1])
+    if backwards.any():
+        bad = ids[np.unique(c[1:][backwards])]
+        warnings.warn(f"{what}: timestamps of series {listing(bad)} are not in increasing order; sorting them "
+                      "(sort the frame by id and time to silence this)", UserWarning, stacklevel=4)
+        order = np.lexsort((times, codes))
+        c, t = codes[order], times[order]
+        same = c[1:] == c[:-1]
+    dup = same & (t[1:] == t[:-1])
+    if dup.any():
+        rows = np.flatnonzero(dup)
+        examples = [f"{ids[c[r]]!r} at {show(t[r])}" for r in rows[:3]]
+        raise ValueError(f"{what}: {len(rows)} duplicate timestamp(s) within a series ({'; '.join(examples)}); "
+                         "keep one row per series and time, e.g. df.drop_duplicates([id, time]) or aggregate them")
+    return order

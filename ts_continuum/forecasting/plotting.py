@@ -1,0 +1,57 @@
+"""A figure of one series' recent history and its forecast, one panel per target.
+
+Observed points are drawn as markers joined by lines, so irregular spacing and gaps stay visible.
+Built on ``matplotlib.figure.Figure`` (no pyplot state), so it works on any backend, headless too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .errors import did_you_mean, listing, positive_int
+from .frames import native_to_pandas, read_panel
+
+
+def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
+                  history_steps: int | None = None) -> Figure:
+    """History (the last ``history_steps`` nominal steps, default ``lookback``) and forecast of series ``id``."""
+    steps = f.lookback if history_steps is None else positive_int("history_steps", history_steps)
+    hist = read_panel(history, f.spec_, "history")
+    pred = read_panel(forecast, f.spec_, "forecast")
+    if f.spec_.kind == "long" and id is None:
+        if pred.n_series != 1:
+            raise ValueError(f"the forecast holds {pred.n_series} series; choose one with id=... ({listing(pred.ids)})")
+        id = pred.ids[0]
+    h, p = _series_index(hist, id, "history"), _series_index(pred, id, "forecast")
+    h_rows, p_rows = slice(*hist.bounds[h : h + 2]), slice(*pred.bounds[p : p + 2])
+    h_times = hist.times[h_rows]
+    recent = h_times > h_times[-1] - steps * (f.freq_ if hist.time_kind == "numeric" else np.int64(f.freq_))
+
+    def as_pandas(panel, times):
+        return native_to_pandas(times, panel.time_kind, panel.tz, panel.time_dtype)
+
+    h_t, h_v = as_pandas(hist, h_times[recent]), hist.values[h_rows][recent]
+    p_t, p_v = as_pandas(pred, pred.times[p_rows]), pred.values[p_rows]
+    targets = f.spec_.target_cols
+    fig = Figure(figsize=(10, 2.4 * len(targets) + 0.6), layout="constrained")
+    axes = fig.subplots(len(targets), 1, sharex=True, squeeze=False)[:, 0]
+    for c, (ax, name) in enumerate(zip(axes, targets)):
+        seen = ~np.isnan(h_v[:, c])
+        ax.plot(h_t[seen], h_v[seen, c], ".-", lw=0.8, ms=3, color="tab:blue", label="history (observed)")
+        ax.plot(p_t, p_v[:, c], "-", lw=1.4, color="tab:orange", label="forecast")
+        ax.axvline(h_t[-1], ls=":", color="grey", lw=0.8)
+        ax.set_ylabel(str(name))
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper left", fontsize="small")
+    fig.suptitle(("" if id is None else f"{id}: ") + f"{f.horizon}-step forecast ({f.attention} attention)")
+    return fig
+
+
+def _series_index(panel, id, what: str) -> int:
+    matches = np.flatnonzero(np.array([sid == id for sid in panel.ids], dtype=bool))
+    if not len(matches):
+        raise ValueError(f"series {id!r} is not in the {what}{did_you_mean(id, map(str, panel.ids))}; "
+                         f"series there: {listing(panel.ids)}")
+    return int(matches[0])

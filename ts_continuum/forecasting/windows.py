@@ -1,0 +1,125 @@
+"""Series -> model windows, for regular and irregular timestamps alike, vectorised with numpy.
+
+An origin is an observation (a row). Its inputs are the observations in (origin - lookback,
+origin] in nominal steps, the most recent ``lookback`` of them if denser, right-aligned into the
+model's ``lookback`` slots; unused slots are masked. Input times are relative to the origin, so a
+regular, complete window has times -lookback+1..0 and takes the models' regular fast path. Targets
+are the observations after the origin: one at t lands in horizon slot k = round((t - origin) / freq),
+k = 1..horizon (observations rounding to the same slot are averaged); ``y_mask`` is False where none
+lands. On regular complete data this is exactly the standard sliding window.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
+
+from .timing import to_steps
+
+EPS = 1e-6
+
+
+class Windows:
+    """Window bounds of every row of series concatenated row-wise (``bounds``: (S + 1,) offsets)."""
+
+    def __init__(self, times: np.ndarray, bounds: np.ndarray, freq: float | int, lookback: int, horizon: int):
+        self.times, self.bounds, self.freq = times, bounds, freq
+        self.lookback, self.horizon = lookback, horizon
+        n = len(times)
+        self.steps = np.empty(n)  # nominal steps since the series' first observation
+        self.in_lo = np.empty(n, dtype=np.int64)  # first input row (inclusive)
+        self.tgt_lo = np.empty(n, dtype=np.int64)  # target rows [tgt_lo, tgt_hi)
+        self.tgt_hi = np.empty(n, dtype=np.int64)
+        for b, e in zip(bounds[:-1], bounds[1:]):
+            s = to_steps(times[b:e] - times[b], freq)
+            self.steps[b:e] = s
+            rows = np.arange(b, e)
+            self.in_lo[b:e] = np.maximum(b + np.searchsorted(s, s - lookback + EPS, side="right"), rows - lookback + 1)
+            self.tgt_lo[b:e] = b + np.searchsorted(s, s + 0.5, side="left")
+            self.tgt_hi[b:e] = b + np.searchsorted(s, s + horizon + 0.5, side="left")
+
+    def _relative(self, rows: np.ndarray, origins: np.ndarray) -> np.ndarray:
+        """Times of ``rows`` (W, K) relative to ``origins`` (W,), in nominal steps."""
+        return to_steps(self.times[rows] - self.times[origins][:, None], self.freq)
+
+    def inputs(self, values: np.ndarray, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """x (W, L, C) with 0 where unobserved, x_mask (W, L, C) bool, x_time (W, L) float32."""
+        L = self.lookback
+        count = origins - self.in_lo[origins] + 1
+        slots = np.arange(L)
+        first = (L - count)[:, None]
+        used = slots[None, :] >= first
+        rows = np.where(used, origins[:, None] - (L - 1) + slots[None, :], origins[:, None])
+        x = values[rows]
+        mask = used[..., None] & ~np.isnan(x)
+        t = self._relative(rows, origins)
+        t_first = np.take_along_axis(t, first, axis=1)
+        t = np.where(used, t, t_first - (first - slots[None, :]))  # unused slots: any increasing times
+        return np.where(mask, x, 0.0).astype(np.float32), mask, t.astype(np.float32)
+
+    def targets(self, values: np.ndarray, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """y (W, H, C) with NaN where nothing was observed, y_mask (W, H, C) bool."""
+        H, C, W = self.horizon, values.shape[1], len(origins)
+        lo, hi = self.tgt_lo[origins], self.tgt_hi[origins]
+        width = max(1, int((hi - lo).max(initial=0)))
+        rows = lo[:, None] + np.arange(width)[None, :]
+        valid = rows < hi[:, None]
+        rows = np.where(valid, rows, origins[:, None])
+        k = np.clip(np.floor(self._relative(rows, origins) + 0.5).astype(np.int64) - 1, 0, H - 1)
+        v = values[rows]
+        observed = valid[..., None] & ~np.isnan(v)
+        cell = ((np.arange(W)[:, None, None] * H + k[..., None]) * C + np.arange(C))[observed]
+        sums = np.bincount(cell, weights=v[observed], minlength=W * H * C)
+        counts = np.bincount(cell, minlength=W * H * C)
+        y_mask = (counts > 0).reshape(W, H, C)
+        y = np.full(W * H * C, np.nan)
+        np.divide(sums, counts, out=y, where=counts > 0)
+        return y.reshape(W, H, C), y_mask
+
+    def input_counts(self, values: np.ndarray, origins: np.ndarray) -> np.ndarray:
+        """Observed values of each variable in each origin's input window, (W, C)."""
+        cum = np.concatenate([np.zeros((1, values.shape[1]), dtype=np.int64), np.cumsum(~np.isnan(values), 0)])
+        return cum[origins + 1] - cum[self.in_lo[origins]]
+
+    def origins(self, end: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        """Rows whose window fits its series: a full lookback span before the origin, the horizon
+        before ``end`` (S,) and the origin at or after ``start`` (S,), all in series steps."""
+        codes = np.repeat(np.arange(len(self.bounds) - 1), np.diff(self.bounds))
+        ok = (self.steps >= self.lookback - 1.5) & (self.steps + self.horizon <= end[codes] + 0.5)
+        if start is not None:
+            ok &= self.steps >= start[codes] - EPS
+        return np.flatnonzero(ok)
+
+    def usable(self, values: np.ndarray, origins: np.ndarray) -> np.ndarray:
+        """Training origins with every variable observed in the inputs and some target observed."""
+        has_inputs = (self.input_counts(values, origins) > 0).all(1)
+        return origins[has_inputs & (self.tgt_hi[origins] > self.tgt_lo[origins])]
+
+    def batch(self, values: np.ndarray, origins: np.ndarray, with_targets: bool = True) -> dict[str, torch.Tensor]:
+        x, x_mask, x_time = self.inputs(values, origins)
+        out = {"x": torch.from_numpy(x), "x_mask": torch.from_numpy(x_mask), "x_time": torch.from_numpy(x_time)}
+        if with_targets:
+            y, y_mask = self.targets(values, origins)
+            out["y"], out["y_mask"] = torch.from_numpy(y.astype(np.float32)), torch.from_numpy(y_mask)
+        return out
+
+
+class WindowBatches(Dataset):
+    """Whole batches built at once: the sampler hands over a list of window indices."""
+
+    def __init__(self, windows: Windows, values: np.ndarray, origins: np.ndarray):
+        self.windows, self.values, self.origins = windows, values, origins
+
+    def __len__(self) -> int:
+        return len(self.origins)
+
+    def __getitem__(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        return self.windows.batch(self.values, self.origins[np.asarray(indices)])
+
+
+def window_loader(windows: Windows, values: np.ndarray, origins: np.ndarray, batch_size: int,
+                  shuffle: bool, seed: int = 0) -> DataLoader:
+    data = WindowBatches(windows, values, origins)
+    order = RandomSampler(data, generator=torch.Generator().manual_seed(seed)) if shuffle else SequentialSampler(data)
+    return DataLoader(data, batch_size=None, sampler=BatchSampler(order, batch_size, drop_last=False))

@@ -138,7 +138,6 @@ def main(argv: list[str] | None = None) -> None:
     grid_path = args.grid or GRIDS / f"{args.profile}.yaml"
     grid = yaml.safe_load(grid_path.read_text())
     out = args.out or ROOT / grid["out"]
-    out.mkdir(parents=True, exist_ok=True)
     results = out / "results.csv"
     cells = expand(grid)
     done = finished(results, args.retry_failed)
@@ -148,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         for c in todo:
             print(" ", cell_id(c))
         return
+    out.mkdir(parents=True, exist_ok=True)
     (out / "grid.yaml").write_text(grid_path.read_text())
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
     with Progress(*columns) as progress:

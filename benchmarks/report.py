@@ -40,8 +40,28 @@ def load(folder: Path) -> pd.DataFrame:
     return df[df["status"] == "ok"].drop_duplicates("cell_id", keep="last")
 
 
+def early_table(df: pd.DataFrame, epochs: int = 3) -> str:
+    """Paired Δ validation MSE after each of the first epochs: an early-training advantage?"""
+    curves = df.set_index(SETTING + ["seed", "attention"])["val_curve"].map(json.loads)
+    lines = ["| regime | epoch | pairs | Δ val MSE (cont − soft) [95 % CI] | continuous lower |", "|---|---|---|---|---|"]
+    keys = {k[:-1] for k in curves.index}
+    for regime in sorted({k[SETTING.index("regime")] for k in keys}):
+        for e in range(epochs):
+            d = [curves[k + ("continuous",)][e] - curves[k + ("softmax",)][e] for k in keys
+                 if k[SETTING.index("regime")] == regime and k + ("continuous",) in curves.index
+                 and k + ("softmax",) in curves.index
+                 and len(curves[k + ("continuous",)]) > e and len(curves[k + ("softmax",)]) > e]
+            if d:
+                st = paired_stats(np.array(d))
+                lines.append(f"| {regime} | {e + 1} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | "
+                             f"{sum(x < 0 for x in d)}/{len(d)} |")
+    return "\n".join(lines)
+
+
 def pairs(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, seed) holding both attentions' test metrics."""
+    if set(df["attention"]) < {"softmax", "continuous"}:
+        return pd.DataFrame()
     wide = df.pivot_table(index=SETTING + ["seed"], columns="attention", values=["test_mse", "test_mae"])
     wide = wide.dropna()
     if wide.empty:
@@ -188,6 +208,8 @@ def write(folder: Path) -> Path:
             paired_table(p, ["regime"]),
             "Per setting:",
             paired_table(p, SETTING),
+            "Early training: validation MSE after each of the first epochs, paired as above:",
+            early_table(df),
         ]
     parts += ["## Against the published PatchTST/42 (MSE)", published_table(df),
               "## Training cost (same machine, same run)", cost_table(df),

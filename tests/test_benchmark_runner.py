@@ -99,3 +99,15 @@ def test_quick_profile_on_etth1(tmp_path):
     assert {r["attention"] for r in recorded} == {"softmax", "continuous"}
     assert all(0.2 < float(r["test_mse"]) < 3.0 for r in recorded)
     assert "patchtst | learned | ETTh1 | 96 | drop60" in (out / "summary.md").read_text()
+
+
+def test_report_with_one_attention_only(tmp_path):
+    from benchmarks import report
+
+    row = {k: "" for k in run.RESULT_FIELDS}
+    row.update(model="patchtst", attention="softmax", pos_encoding="learned", dataset="ETTh1", horizon=96,
+               regime="regular", seed=0, status="ok", test_mse=0.38, test_mae=0.4, epochs=3, train_s_per_epoch=40,
+               threads=2, val_curve="[0.7, 0.69]", cell_id="a")
+    run.append(tmp_path / "results.csv", row)
+    text = report.write(tmp_path).read_text()
+    assert "0.3800" in text and "Paired differences" not in text

@@ -7,6 +7,7 @@ import torch
 
 from ts_continuum.models import EncoderTransformer, PatchTST, build_model
 from ts_continuum.models import patchtst as patchtst_module
+from ts_continuum.models.layers import MultiHeadAttention
 from ts_continuum.models import encoder as encoder_module
 
 SMALL = {
@@ -81,11 +82,32 @@ def test_irregular_path_on_complete_data_equals_the_regular_path(cls, attention,
     torch.testing.assert_close(slow, fast, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("cls", MODELS)
-def test_continuous_attention_with_rope_ignores_the_time_origin(cls):
-    m = make(cls, attention="continuous", pos_encoding="rope")
-    x, mask, t = irregular_batch(cls)
-    torch.testing.assert_close(m(x, mask, t), m(x, mask, t + 17.0), atol=1e-4, rtol=1e-4)
+@pytest.mark.parametrize("attention", ["softmax", "continuous"])
+def test_rope_attention_sees_only_time_differences(attention):
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(16, 2, attention=attention, rope=True, backend="torch")
+    x = torch.randn(3, 9, 16)
+    t = torch.cumsum(0.5 + torch.rand(3, 9), -1)
+    lengths = torch.tensor([9, 7, 4])
+    out = layer(x, t, lengths)
+    torch.testing.assert_close(layer(x, t + 17.0, lengths), out, atol=1e-4, rtol=1e-4)
+    valid = torch.arange(9)[None, :] < lengths[:, None]
+    moved = t.clone()
+    moved[:, 0] -= 3.0  # a longer gap before the first token changes what it attends to
+    assert (layer(x, moved, lengths)[valid] - out[valid]).abs().max() > 1e-4
+
+
+def test_patchtst_irregular_readout_is_time_aligned():
+    """Dropping the newest observations must tell the model the data ends earlier, not shift it."""
+    m = make(PatchTST, attention="softmax", pos_encoding="learned")
+    x, mask, t = irregular_batch(PatchTST, p=0.0, jitter=0.0)
+    late = mask.clone()
+    late[:, -6:] = False  # the last 6 steps unobserved
+    y_gap = m(x.masked_fill(~late, float("nan")), late, t)
+    shifted = torch.cat([x[:, :6], x[:, :-6]], dim=1)  # same values, but ending at the origin
+    y_shift = m(shifted.masked_fill(~torch.cat([late[:, :6], late[:, :-6]], 1), float("nan")),
+                torch.cat([late[:, -6:], late[:, :-6]], 1), t)
+    assert (y_gap - y_shift).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize("cls", MODELS)

@@ -2,8 +2,10 @@
 
 Each token is one time step at which at least one channel was observed: its values (RevIN-scaled,
 unobserved channels zeroed) and the observation mask go through a linear embedding, so a missing
-value is visible to the model as missing, never a silent zero. Token timestamps go to continuous
-attention and to RoPE; learned positions index tokens from the most recent one. A pooled
+value is visible to the model as missing, never a silent zero; sinusoidal features of the token's
+real time (relative to the forecast origin) are added: the value + time embedding. Token
+timestamps also go to continuous attention and to RoPE; learned positions index tokens from the
+most recent one. A pooled
 summary (masked mean and last token) feeds a linear head to horizon x channels.
 """
 
@@ -42,6 +44,7 @@ class EncoderTransformer(nn.Module):
         self.pos_encoding = check_option("pos_encoding", pos_encoding, POS_ENCODINGS)
         self.revin = RevIN(n_channels) if revin else None
         self.embed = nn.Linear(2 * n_channels, d_model)  # [values, observed mask]
+        self.register_buffer("grid", torch.arange(-lookback + 1, 1, dtype=torch.float32), persistent=False)
         if pos_encoding == "learned":
             self.pos = nn.Parameter(torch.empty(lookback, d_model).uniform_(-0.02, 0.02))
         self.dropout = Dropout(dropout)
@@ -50,6 +53,13 @@ class EncoderTransformer(nn.Module):
             attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend,
         )
         self.head = nn.Linear(2 * d_model, horizon * n_channels)
+
+    def time_embedding(self, t: torch.Tensor) -> torch.Tensor:
+        """Sinusoidal features of each token's real time (relative to the forecast origin)."""
+        d = self.embed.out_features
+        freqs = 10000.0 ** (-torch.arange(0, d, 2, device=t.device, dtype=torch.float32) / d)
+        angles = t.to(torch.float32)[..., None] * freqs
+        return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[..., :d].to(self.embed.weight.dtype)
 
     def set_attention(self, kind: str) -> None:
         """Switch every layer to ``"softmax"`` or ``"continuous"`` attention (same parameters)."""
@@ -71,7 +81,7 @@ class EncoderTransformer(nn.Module):
         feats = torch.cat([torch.where(observed, x, torch.zeros_like(x)), observed.to(x.dtype)], dim=-1)
         if is_regular(x_mask, x_time):
             times, lengths = None, None
-            tokens = self.embed(feats)
+            tokens = self.embed(feats) + self.time_embedding(self.grid)
             if self.pos_encoding == "learned":
                 tokens = tokens + self.pos
         else:
@@ -81,7 +91,7 @@ class EncoderTransformer(nn.Module):
             lengths, (feats, times) = pack(step_seen, feats, t)
             if bool((lengths == 0).any()):
                 raise ValueError("every window needs at least one observed time step")
-            tokens = self.embed(feats)
+            tokens = self.embed(feats) + self.time_embedding(times)
             if self.pos_encoding == "learned":
                 tokens = tokens + self.pos[slot_index(lengths, L)]
             times = torch.where(torch.arange(L, device=x.device) < lengths[:, None], times, times.amax(1, keepdim=True)

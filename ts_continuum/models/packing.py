@@ -51,3 +51,27 @@ def slot_index(lengths: torch.Tensor, slots: int) -> torch.Tensor:
     """Right-aligned slot of each left-packed token: token k of a row with n tokens -> slots - n + k."""
     k = torch.arange(slots, device=lengths.device)
     return (slots - lengths[:, None] + k[None, :]).clamp(0, slots - 1)
+
+
+def interpolate_to_grid(z: torch.Tensor, times: torch.Tensor, counts: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+    """Tokens at irregular times, read out on a regular grid by linear interpolation in time.
+
+    ``z``: (N, S, d) left-packed tokens, ``times``: (N, S) their increasing times (entries past a
+    row's ``counts`` are ignored), ``grid``: (G,) the times to read at. Outside a row's first and
+    last token the nearest token is taken. The same assumption as continuous attention (linear
+    between observations) gives a time-aligned input to slot-based heads; on the regular grid
+    itself it returns the tokens unchanged.
+    """
+    N, S = times.shape
+    valid = torch.arange(S, device=times.device)[None, :] < counts[:, None]
+    t = torch.where(valid, times, torch.full_like(times, float("inf")))  # padding sorts last
+    right = torch.searchsorted(t.contiguous(), grid.to(t.dtype).expand(N, -1).contiguous())  # first token after
+    last = (counts - 1)[:, None]
+    right = torch.minimum(right, last)
+    left = (right - 1).clamp_min(0)
+    t_left, t_right = torch.gather(times, 1, left), torch.gather(times, 1, right)
+    span = t_right - t_left
+    w = torch.where(span > 0, (grid[None, :] - t_left) / torch.where(span > 0, span, torch.ones_like(span)), 1.0)
+    w = w.clamp(0.0, 1.0).unsqueeze(-1).to(z.dtype)
+    idx = lambda i: i.unsqueeze(-1).expand(-1, -1, z.shape[-1])  # noqa: E731
+    return torch.gather(z, 1, idx(left)) * (1 - w) + torch.gather(z, 1, idx(right)) * w

@@ -10,9 +10,11 @@ Irregular inputs (docs/irregular.md): each channel's observed values are packed 
 patches are formed from ``patch_len`` consecutive *observations*, a patch's time is the mean time
 of its observations, and the observations' offsets from that time (in patch lengths) enter the
 patch embedding beside the values. Patch times (in strides) go to continuous attention and to
-RoPE; patches are right-aligned before the learned positions and the flatten head, so the most
-recent patch always occupies the same slot. On regular data the offsets are constant, and the
-model equals the published one up to a bias.
+RoPE; learned positions index patches from the most recent one. Before the flatten head, the
+encoded patches are read out at the regular patch times by linear interpolation in time (the
+assumption continuous attention makes between observations), so every head input keeps its
+meaning (how long before the forecast origin) whatever was dropped. On regular data the offsets
+are constant and the read-out is the identity: the model equals the published one up to a bias.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import torch
 from torch import nn
 
 from .layers import POS_ENCODINGS, Dropout, Encoder, RevIN, check_option
-from .packing import is_regular, pack, right_align, slot_index
+from .packing import interpolate_to_grid, is_regular, pack, slot_index
 
 
 class PatchTST(nn.Module):
@@ -57,6 +59,9 @@ class PatchTST(nn.Module):
         self.patch_len, self.stride = patch_len, stride
         self.pos_encoding = check_option("pos_encoding", pos_encoding, POS_ENCODINGS)
         self.n_patches = (lookback + stride - patch_len) // stride + 1
+        # times of the regular patches (centres, in strides, relative to the last input step = 0)
+        centres = (torch.arange(self.n_patches) * stride - (lookback - 1) + (patch_len - 1) / 2) / stride
+        self.register_buffer("patch_grid", centres, persistent=False)
         self.revin = RevIN(n_channels, affine=revin_affine) if revin else None
         self.embed = nn.Linear(2 * patch_len, d_model)  # [values, time offsets]
         if pos_encoding == "learned":
@@ -90,15 +95,16 @@ class PatchTST(nn.Module):
         series = x.permute(0, 2, 1).reshape(B * C, L)
         if is_regular(x_mask, x_time):
             tokens, times, lengths = self._regular_patches(series)
+            counts = None
         else:
             mask = (x_mask if x_mask is not None else torch.ones_like(x, dtype=torch.bool)).permute(0, 2, 1)
             t = x_time if x_time is not None else torch.arange(-L + 1, 1, device=x.device, dtype=x.dtype)
             t = t.expand(B, L) if t.dim() == 1 else t
             t = t[:, None, :].expand(B, C, L).reshape(B * C, L)
-            tokens, times, lengths = self._irregular_patches(series, mask.reshape(B * C, L), t)
+            tokens, times, lengths, counts = self._irregular_patches(series, mask.reshape(B * C, L), t)
         z = self.encoder(self.dropout(tokens), times, lengths)
-        if lengths is not None:
-            z = right_align(z, lengths)
+        if times is not None:  # irregular: read the patches out at the regular patch times
+            z = interpolate_to_grid(z, times, counts, self.patch_grid)
         y = self.head(z).view(B, C, self.horizon).permute(0, 2, 1)
         if self.revin is not None:
             y = self.revin.denormalize(y, stats)
@@ -144,4 +150,4 @@ class PatchTST(nn.Module):
         last_time = torch.gather(patch_time, 1, (n_patches - 1)[:, None])
         patch_time = torch.where(valid, patch_time, last_time + (k[None, :] - n_patches[:, None] + 1))
         lengths = None if bool((n_patches == self.n_patches).all()) else n_patches
-        return tokens, patch_time, lengths
+        return tokens, patch_time, lengths, n_patches

@@ -175,3 +175,14 @@ def test_build_model_by_name():
     assert isinstance(build_model("patchtst", n_channels=2, lookback=32, patch_len=8, stride=4), PatchTST)
     with pytest.raises(ValueError, match="unknown model"):
         build_model("informer", n_channels=2)
+
+
+def test_patchtst_individual_heads():
+    shared, individual = make(PatchTST), make(PatchTST, individual=True)
+    assert len(individual.head) == SMALL[PatchTST]["n_channels"] and len(shared.head) == 1
+    x = torch.randn(2, individual.lookback, individual.n_channels)
+    assert individual(x).shape == shared(x).shape
+    x_same = x[:, :, :1].expand_as(x).contiguous()  # identical channels: only the heads differ
+    y = individual(x_same)
+    assert not torch.allclose(y[..., 0], y[..., 1])
+    torch.testing.assert_close(shared(x_same)[..., 0], shared(x_same)[..., 1])

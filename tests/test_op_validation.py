@@ -28,6 +28,8 @@ def call(**overrides):
         (dict(v=torch.randn(2, 2, 6, 4)), "v must have shape"),
         (dict(v=torch.randn(2, 2, 5, 4, dtype=torch.float64)), "share one dtype"),
         (dict(q=torch.ones(2, 2, 5, 4, dtype=torch.long)), "q must be a floating-point tensor"),
+        (dict(k=torch.empty(2, 2, 5, 4, device="meta")), "must be on one device"),
+        (dict(times=torch.arange(5.0, device="meta")), "times must be on the device of q"),
         (dict(q=[[1.0]]), "q must be a torch.Tensor"),
         (dict(times=torch.arange(4.0)), r"times must have shape \(T,\)"),
         (dict(times=torch.tensor([0.0, 1.0, 1.0, 2.0, 3.0])), "strictly increasing"),

@@ -40,6 +40,7 @@ class PatchTST(nn.Module):
         d_ff: int = 128,
         dropout: float = 0.3,
         head_dropout: float = 0.0,
+        individual: bool = False,
         attention: str = "softmax",
         pos_encoding: str = "learned",
         sink: str = "zero",
@@ -71,8 +72,10 @@ class PatchTST(nn.Module):
             n_layers, d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, norm="batch",
             attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend,
         )
-        self.head = nn.Sequential(
-            nn.Flatten(start_dim=-2), Dropout(head_dropout), nn.Linear(self.n_patches * d_model, horizon)
+        # the flatten head: shared by all channels, or one per channel (PatchTST's `individual`)
+        self.head_dropout = Dropout(head_dropout)
+        self.head = nn.ModuleList(
+            nn.Linear(self.n_patches * d_model, horizon) for _ in range(n_channels if individual else 1)
         )
 
     def set_attention(self, kind: str) -> None:
@@ -105,7 +108,12 @@ class PatchTST(nn.Module):
         z = self.encoder(self.dropout(tokens), times, lengths)
         if times is not None:  # irregular: read the patches out at the regular patch times
             z = interpolate_to_grid(z, times, counts, self.patch_grid)
-        y = self.head(z).view(B, C, self.horizon).permute(0, 2, 1)
+        z = self.head_dropout(z.flatten(start_dim=-2)).view(B, C, -1)
+        if len(self.head) == 1:
+            y = self.head[0](z)
+        else:
+            y = torch.stack([head(z[:, c]) for c, head in enumerate(self.head)], dim=1)
+        y = y.permute(0, 2, 1)
         if self.revin is not None:
             y = self.revin.denormalize(y, stats)
         return y

@@ -14,11 +14,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .layers import POS_ENCODINGS, Dropout, Encoder, RevIN, check_option
+from .base import ForecastModel
+from .layers import Dropout, Encoder, RevIN
 from .packing import is_regular, pack, right_align, slot_index
 
 
-class EncoderTransformer(nn.Module):
+class EncoderTransformer(ForecastModel):
     def __init__(
         self,
         n_channels: int,
@@ -35,13 +36,7 @@ class EncoderTransformer(nn.Module):
         revin: bool = True,
         attention_backend: str = "auto",
     ):
-        super().__init__()
-        self.config = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        for name, value in (("n_channels", n_channels), ("lookback", lookback), ("horizon", horizon)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.n_channels, self.lookback, self.horizon = n_channels, lookback, horizon
-        self.pos_encoding = check_option("pos_encoding", pos_encoding, POS_ENCODINGS)
+        super().__init__(locals())
         self.revin = RevIN(n_channels) if revin else None
         self.embed = nn.Linear(2 * n_channels, d_model)  # [values, observed mask]
         self.register_buffer("grid", torch.arange(-lookback + 1, 1, dtype=torch.float32), persistent=False)
@@ -61,19 +56,13 @@ class EncoderTransformer(nn.Module):
         angles = t.to(torch.float32)[..., None] * freqs
         return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)[..., :d].to(self.embed.weight.dtype)
 
-    def set_attention(self, kind: str) -> None:
-        """Switch every layer to ``"softmax"`` or ``"continuous"`` attention (same parameters)."""
-        self.encoder.set_attention(kind)
-        self.config["attention"] = kind
-
     def forward(
         self, x: torch.Tensor, x_mask: torch.Tensor | None = None, x_time: torch.Tensor | None = None
     ) -> torch.Tensor:
         """x: (B, L, C) scaled values (anything where ``x_mask`` is False); x_mask: (B, L, C) bool;
         x_time: (B, L) or (L,) times in nominal steps. Returns (B, horizon, C)."""
+        self.check_input(x)
         B, L, C = x.shape
-        if (L, C) != (self.lookback, self.n_channels):
-            raise ValueError(f"x must have shape (B, {self.lookback}, {self.n_channels}), got {tuple(x.shape)}")
         stats = None
         if self.revin is not None:
             x, stats = self.revin.normalize(x, x_mask)
@@ -85,8 +74,7 @@ class EncoderTransformer(nn.Module):
             if self.pos_encoding == "learned":
                 tokens = tokens + self.pos
         else:
-            t = x_time if x_time is not None else torch.arange(-L + 1, 1, device=x.device, dtype=x.dtype)
-            t = t.expand(B, L) if t.dim() == 1 else t
+            t = self.input_times(x_time, x)
             step_seen = observed.any(-1)
             lengths, (feats, times) = pack(step_seen, feats, t)
             if bool((lengths == 0).any()):

@@ -22,11 +22,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .layers import POS_ENCODINGS, Dropout, Encoder, RevIN, check_option
+from .base import ForecastModel
+from .layers import Dropout, Encoder, RevIN
 from .packing import interpolate_to_grid, is_regular, pack, slot_index
 
 
-class PatchTST(nn.Module):
+class PatchTST(ForecastModel):
     def __init__(
         self,
         n_channels: int,
@@ -48,17 +49,10 @@ class PatchTST(nn.Module):
         revin_affine: bool = False,
         attention_backend: str = "auto",
     ):
-        super().__init__()
-        self.config = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        for name, value in (("n_channels", n_channels), ("lookback", lookback), ("horizon", horizon),
-                            ("patch_len", patch_len), ("stride", stride)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        super().__init__(locals(), positive=("patch_len", "stride"))
         if lookback < patch_len:
             raise ValueError(f"lookback ({lookback}) must be at least patch_len ({patch_len})")
-        self.n_channels, self.lookback, self.horizon = n_channels, lookback, horizon
         self.patch_len, self.stride = patch_len, stride
-        self.pos_encoding = check_option("pos_encoding", pos_encoding, POS_ENCODINGS)
         self.n_patches = (lookback + stride - patch_len) // stride + 1
         # times of the regular patches (centres, in strides, relative to the last input step = 0)
         centres = (torch.arange(self.n_patches) * stride - (lookback - 1) + (patch_len - 1) / 2) / stride
@@ -78,20 +72,14 @@ class PatchTST(nn.Module):
             nn.Linear(self.n_patches * d_model, horizon) for _ in range(n_channels if individual else 1)
         )
 
-    def set_attention(self, kind: str) -> None:
-        """Switch every layer to ``"softmax"`` or ``"continuous"`` attention (same parameters)."""
-        self.encoder.set_attention(kind)
-        self.config["attention"] = kind
-
     def forward(
         self, x: torch.Tensor, x_mask: torch.Tensor | None = None, x_time: torch.Tensor | None = None
     ) -> torch.Tensor:
         """x: (B, L, C) scaled values (anything, NaN included, where ``x_mask`` is False);
         x_mask: (B, L, C) bool, True = observed; x_time: (B, L) or (L,) times in nominal steps.
         Returns the forecast (B, horizon, C)."""
+        self.check_input(x)
         B, L, C = x.shape
-        if (L, C) != (self.lookback, self.n_channels):
-            raise ValueError(f"x must have shape (B, {self.lookback}, {self.n_channels}), got {tuple(x.shape)}")
         stats = None
         if self.revin is not None:
             x, stats = self.revin.normalize(x, x_mask)
@@ -101,9 +89,7 @@ class PatchTST(nn.Module):
             counts = None
         else:
             mask = (x_mask if x_mask is not None else torch.ones_like(x, dtype=torch.bool)).permute(0, 2, 1)
-            t = x_time if x_time is not None else torch.arange(-L + 1, 1, device=x.device, dtype=x.dtype)
-            t = t.expand(B, L) if t.dim() == 1 else t
-            t = t[:, None, :].expand(B, C, L).reshape(B * C, L)
+            t = self.input_times(x_time, x)[:, None, :].expand(B, C, L).reshape(B * C, L)
             tokens, times, lengths, counts = self._irregular_patches(series, mask.reshape(B * C, L), t)
         z = self.encoder(self.dropout(tokens), times, lengths)
         if times is not None:  # irregular: read the patches out at the regular patch times

@@ -1,0 +1,37 @@
+"""What every forecaster shares: its constructor arguments (so checkpoints rebuild it), the input
+contract ``(x, x_mask, x_time) -> (B, horizon, C)``, and the switch between the two attentions."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .layers import ATTENTIONS, POS_ENCODINGS, check_option
+
+
+class ForecastModel(nn.Module):
+    def __init__(self, arguments: dict, positive: tuple[str, ...] = ()):
+        super().__init__()
+        self.config = {k: v for k, v in arguments.items() if k not in ("self", "__class__")}
+        for name in ("n_channels", "lookback", "horizon") + positive:
+            value = self.config[name]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.n_channels, self.lookback, self.horizon = (self.config[k] for k in ("n_channels", "lookback", "horizon"))
+        check_option("attention", self.config["attention"], ATTENTIONS)
+        self.pos_encoding = check_option("pos_encoding", self.config["pos_encoding"], POS_ENCODINGS)
+
+    def set_attention(self, kind: str) -> None:
+        """Switch every layer to ``"softmax"`` or ``"continuous"`` attention (same parameters)."""
+        self.encoder.set_attention(kind)
+        self.config["attention"] = kind
+
+    def check_input(self, x: torch.Tensor) -> None:
+        if x.dim() != 3 or tuple(x.shape[1:]) != (self.lookback, self.n_channels):
+            raise ValueError(f"x must have shape (B, {self.lookback}, {self.n_channels}), got {tuple(x.shape)}")
+
+    def input_times(self, x_time: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+        """(B, L) input times in nominal steps; the regular grid -L+1..0 when none are given."""
+        B, L = x.shape[:2]
+        t = x_time if x_time is not None else torch.arange(-L + 1, 1, device=x.device, dtype=x.dtype)
+        return t.expand(B, L) if t.dim() == 1 else t

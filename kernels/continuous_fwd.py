@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from .moments import forward_moments, segment_shape
-from .tuning import DYNAMIC, QUERY_MAJOR, TunedKernel, length_bucket
+from .tuning import DYNAMIC, KEY, QUERY_MAJOR, TunedKernel, length_bucket
 
 
 @triton.jit
@@ -39,12 +39,18 @@ def _forward_kernel(
     Q, K, V, LOG_DELTA, LAST, OUT, LSE,
     T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    NEIGHBOUR: tl.constexpr = 0,
 ):
     pid_m, bh, b = query_program(T, H, BLOCK_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
     row_in = rows < T
+    # NEIGHBOUR 1 and 2: the left score of column c is the right score of column c - 1 (tl.gather),
+    # column 0 takes the last column of the previous block (carried); 2 also merges the two value
+    # products into one over per-point weights, the carried left weight as a rank-1 update.
+    left_col = tl.broadcast_to(tl.maximum(cols - 1, 0)[None, :], (BLOCK_M, BLOCK_N))
+    right_col = tl.broadcast_to(tl.minimum(cols + 1, BLOCK_N - 1)[None, :], (BLOCK_M, BLOCK_N))
 
     q = tl.load(Q + bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_in[:, None], other=0.0)
     last = tl.load(LAST + b * stride_last_b + rows, mask=row_in, other=0)
@@ -55,6 +61,9 @@ def _forward_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     z_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    if NEIGHBOUR > 0:
+        k0 = tl.load(k_base + dims).to(tl.float32)  # point 0: the left end of segment 1
+        carried = tl.sum(q.to(tl.float32) * k0[None, :], 1) * scale
     # Segments beyond the block's largest `last` take no part: the causal and ragged saving.
     for j0 in range(1, tl.max(last, 0) + 1, BLOCK_N):
         seg = j0 + cols  # segment j joins points j-1 and j
@@ -62,9 +71,13 @@ def _forward_kernel(
         right = seg[:, None] * HEAD_DIM + dims[None, :]
         left = right - HEAD_DIM
         k_r = tl.load(k_base + right, mask=seg_in[:, None], other=0.0)
-        k_l = tl.load(k_base + left, mask=seg_in[:, None], other=0.0)
         y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
-        x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
+        if NEIGHBOUR == 0:
+            k_l = tl.load(k_base + left, mask=seg_in[:, None], other=0.0)
+            x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
+        else:
+            x = tl.where(cols[None, :] == 0, carried[:, None], tl.gather(y, left_col, 1))
+            carried = tl.sum(tl.where(cols[None, :] == BLOCK_N - 1, y, 0.0), 1)
         log_len = tl.load(delta_base + seg - 1, mask=seg_in, other=0.0)
         valid = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])
 
@@ -79,10 +92,17 @@ def _forward_kernel(
         z_i = z_i * alpha + tl.sum(w_l + w_r, 1)
 
         v_r = tl.load(v_base + right, mask=seg_in[:, None], other=0.0)
-        v_l = tl.load(v_base + left, mask=seg_in[:, None], other=0.0)
         acc = acc * alpha[:, None]
-        acc += tl.dot(w_l.to(v_l.dtype), v_l, input_precision=DOT_PRECISION)
-        acc += tl.dot(w_r.to(v_r.dtype), v_r, input_precision=DOT_PRECISION)
+        if NEIGHBOUR < 2:
+            v_l = tl.load(v_base + left, mask=seg_in[:, None], other=0.0)
+            acc += tl.dot(w_l.to(v_l.dtype), v_l, input_precision=DOT_PRECISION)
+            acc += tl.dot(w_r.to(v_r.dtype), v_r, input_precision=DOT_PRECISION)
+        else:
+            w_next = tl.where(cols[None, :] == BLOCK_N - 1, 0.0, tl.gather(w_l, right_col, 1))
+            acc += tl.dot((w_r + w_next).to(v_r.dtype), v_r, input_precision=DOT_PRECISION)
+            v_first = tl.load(v_base + (j0 - 1) * HEAD_DIM + dims).to(tl.float32)  # left end of column 0
+            w_first = tl.sum(tl.where(cols[None, :] == 0, w_l, 0.0), 1)
+            acc += w_first[:, None] * v_first[None, :]
         m_i = m_new
 
     has = z_i > 0.0
@@ -94,7 +114,8 @@ def _forward_kernel(
     tl.store(LSE + bh * T + rows, lse, mask=row_in)
 
 
-_FORWARD = TunedKernel(_forward_kernel, QUERY_MAJOR)
+_FORWARD = TunedKernel(_forward_kernel, QUERY_MAJOR, key=KEY + ["NEIGHBOUR"])
+NEIGHBOUR = 0  # neighbour-score access of the forward (see the kernel); variants timed by kernel_bench --variants
 
 
 def dot_precision(dtype: torch.dtype) -> str:
@@ -109,7 +130,7 @@ def batch_stride(t: torch.Tensor) -> int:
 
 def forward(
     q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, log_delta: torch.Tensor,
-    last: torch.Tensor, first: int, scale: float,
+    last: torch.Tensor, first: int, scale: float, neighbour: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Output (B, H, T, D) in q's dtype and row log-normaliser LSE (B, H, T) in float32.
 
@@ -123,6 +144,6 @@ def forward(
         grid, D, q.dtype,
         q, k_ext, v_ext, log_delta, last, out, lse,
         T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T),
-        HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype),
+        HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype), NEIGHBOUR=NEIGHBOUR if neighbour is None else neighbour,
     )
     return out, lse

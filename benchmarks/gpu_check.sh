@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # GPU check of the Triton kernel: the GPU test subset, then the quick benchmark.
 #
-#   OUT=some/dir benchmarks/gpu_check.sh [--variants]      (OUT defaults to ./gpu_out)
-#
-# --variants times the forward kernel's neighbour-access variants (kernel_bench.py --variants)
-# instead of the main benchmark.
+#   OUT=some/dir benchmarks/gpu_check.sh        (OUT defaults to ./gpu_out)
 #
 # Budget: under 6 minutes on one H200: the tests are cut at 150 s and the benchmark at 180 s
 # (most of the time goes to compiling and autotuning the kernels on a fresh machine).
@@ -75,11 +72,7 @@ fi
 echo "gpu tests: exit $tests_rc after $(( $(date +%s) - start ))s" | tee -a "$OUT/gpu_tests.log"
 
 start=$(date +%s)
-if [ "${1:-}" = "--variants" ]; then  # the forward's neighbour-access variants instead of the main benchmark
-  timeout 230 "$PY" benchmarks/kernel_bench.py "$OUT" --variants 2>&1 | tee "$OUT/bench.log"
-else
-  timeout 180 "$PY" benchmarks/kernel_bench.py "$OUT" --quick 2>&1 | tee "$OUT/bench.log"
-fi
+timeout 180 "$PY" benchmarks/kernel_bench.py "$OUT" --quick 2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
 echo "benchmark: exit $bench_rc after $(( $(date +%s) - start ))s (124: cut at its time limit; the files hold what was measured)" | tee -a "$OUT/bench.log"
 

@@ -14,15 +14,9 @@ peak memory of one forward+backward. Shapes: long sequences at a constant token 
 
 Writes OUT_DIR/kernel_bench.json, kernel_bench.md (with date, device, versions and the command)
 and kernel_bench.png (speed ratio vs T), rewritten after every shape so that a run cut short by a
-time limit still leaves its measurements.
-
-    python benchmarks/kernel_bench.py OUT_DIR --variants
-
-times the forward kernel's neighbour-access variants instead (kernels/continuous_fwd.py, NEIGHBOUR:
-0 = second shifted load and dot, 1 = tl.gather of the scores with the boundary column carried,
-2 = that plus one value product over per-point weights), forward and forward+backward against
-SDPA in the same run, and checks each variant's bf16 output against the float32 exact path;
-writes kernel_variants.json and kernel_variants.md.
+time limit still leaves its measurements. The forward's neighbour-access variants were compared
+once (commit e8dbcf5, ``--variants``; results in benchmarks/results/2026-11-30-h200/variants) and
+the losing ones deleted.
 """
 
 from __future__ import annotations
@@ -159,73 +153,6 @@ def run_shape(s: dict, dtype, exact_cap: float, budget_ms: float, quick: bool) -
     return rows
 
 
-VARIANT_SHAPES = [
-    dict(group=g, B=tokens // (16 * T), H=16, T=T, D=D, causal=c)
-    for g, tokens, Ts, Ds in (("long", LONG_TOKENS, (1024, 4096, 16384), (64, 128)),
-                              ("time-series", TS_SERIES * 16 // 8 * 336, (336,), (16, 64)))
-    for D in Ds for T in Ts for c in (False, True)
-]
-
-
-def variant_error(variant: int, dtype) -> float:
-    """max |kernel - exact float32| / max |exact| on fresh irregular inputs, bf16 kernel inputs."""
-    from ts_continuum import continuous_attention
-    from ts_continuum.kernels import continuous_fwd
-
-    continuous_fwd.NEIGHBOUR = variant
-    q, k, v = (torch.randn(2, 4, 777, 64, device="cuda").to(dtype) for _ in range(3))
-    times = torch.cumsum(0.2 + 2 * torch.rand(2, 777, device="cuda"), -1)
-    got = continuous_attention(q, k, v, times=times, causal=True, backend="triton").float()
-    want = continuous_attention(q.float(), k.float(), v.float(), times=times, causal=True, backend="torch")
-    return ((got - want).abs().max() / want.abs().max()).item()
-
-
-def run_variants(out_dir: Path, env: dict, dtype, budget_ms: float) -> None:
-    from ts_continuum.kernels import continuous_fwd
-
-    rows = []
-    for variant in (0, 1, 2):
-        rows.append(dict(group="check", variant=variant, rel_err_vs_exact=variant_error(variant, dtype)))
-    for s in VARIANT_SHAPES:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v, do = (torch.randn(s["B"], s["H"], s["T"], s["D"], device="cuda", generator=g).to(dtype)
-                       for _ in range(4))
-        for t in (q, k, v):
-            t.requires_grad_(True)
-        attn = methods(s["causal"])
-        sdpa = measure(attn["sdpa"], q, k, v, do, budget_ms, ("fwd", "fwd_bwd"))
-        for variant in (0, 1, 2):
-            continuous_fwd.NEIGHBOUR = variant
-            try:
-                row = measure(attn["kernel"], q, k, v, do, budget_ms, ("fwd", "fwd_bwd"))
-                row.update(fwd_ratio=sdpa["fwd_ms"] / row["fwd_ms"], fwd_bwd_ratio=sdpa["fwd_bwd_ms"] / row["fwd_bwd_ms"])
-            except Exception as exc:
-                row = dict(skipped=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-            rows.append(dict(s, variant=variant, sdpa_fwd_ms=sdpa["fwd_ms"], sdpa_fwd_bwd_ms=sdpa["fwd_bwd_ms"], **row))
-            print(rows[-1], flush=True)
-        continuous_fwd.NEIGHBOUR = 0
-        (out_dir / "kernel_variants.json").write_text(json.dumps(dict(env=env, rows=rows), indent=1))
-        lines = ["# Forward neighbour-access variants of the continuous kernel", "",
-                 *(f"- {k}: `{v}`" for k, v in env.items()), "",
-                 "variant 0: second shifted load + dot; 1: tl.gather of the scores, boundary column carried; "
-                 "2: 1 plus one value product over per-point weights. ratio = SDPA time / kernel time.", "",
-                 "| variant | max rel. error vs exact fp32 (bf16 inputs, T=777, causal, irregular) |", "|---|---|",
-                 *(f"| {r['variant']} | {r['rel_err_vs_exact']:.2e} |" for r in rows if r["group"] == "check"), "",
-                 "| group | B | H | T | D | causal | variant | fwd ms | fwd ratio | fwd+bwd ms | fwd+bwd ratio | SDPA fwd ms |",
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            if r["group"] == "check":
-                continue
-            if "skipped" in r:
-                lines.append(f"| {r['group']} | {r['B']} | {r['H']} | {r['T']} | {r['D']} | {r['causal']} | {r['variant']} "
-                             f"| skipped: {r['skipped']} | | | | |")
-                continue
-            lines.append(f"| {r['group']} | {r['B']} | {r['H']} | {r['T']} | {r['D']} | {r['causal']} | {r['variant']} "
-                         f"| {r['fwd_ms']:.3f} | {r['fwd_ratio']:.2f} | {r['fwd_bwd_ms']:.3f} | {r['fwd_bwd_ratio']:.2f} "
-                         f"| {r['sdpa_fwd_ms']:.3f} |")
-        (out_dir / "kernel_variants.md").write_text("\n".join(lines) + "\n")
-
-
 def environment(argv: list[str]) -> dict:
     import triton
 
@@ -302,7 +229,6 @@ def main(argv: list[str]) -> int:
     p.add_argument("--quick", action="store_true",
                    help="fewer and smaller time-series shapes, shorter timing budgets, exact path timed fwd+bwd only")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
-    p.add_argument("--variants", action="store_true", help="time the forward's neighbour-access variants instead")
     p.add_argument("--exact-cap", type=float, default=None,
                    help="largest B·H·T² for the exact path (default 3e9 with --quick, else 2^33)")
     args = p.parse_args(argv[1:])
@@ -313,9 +239,6 @@ def main(argv: list[str]) -> int:
     exact_cap = args.exact_cap or (3e9 if args.quick else 2.0**33)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     env = environment(argv)
-    if args.variants:
-        run_variants(args.out_dir, env, DTYPES[args.dtype], budget_ms)
-        return 0
     rows: list[dict] = []
     for s in shapes(args.quick):
         t0 = time.perf_counter()

@@ -16,9 +16,9 @@ sum is rounded for the next product anyway, as in FlashAttention). It keeps one 
 accumulator each for dK and dV instead of a left and a right one (four BLOCK_N x D accumulators
 spill registers at BLOCK_N = 64, D = 64 on sm_90: benchmarks/register_report.py) and trades two
 BLOCK_N x BLOCK_M x D products for two BLOCK_M x BLOCK_N x BLOCK_N ones. ``tl.gather`` along the
-key axis would shift without a product or the rounding; it is the alternative to time on a GPU
-before switching. Neighbour scores and values come from K and V loaded twice, aligned and
-shifted by one row, as in the forward (see continuous_fwd.py for why).
+key axis would shift without a product or the rounding, but in the forward it cost more than the
+products it saved (continuous_fwd.py). Neighbour scores and values come from K and V loaded twice,
+aligned and shifted by one row, as in the forward.
 """
 
 from __future__ import annotations

@@ -5,13 +5,15 @@ scores and values of its right endpoints (points j0..) and of its left endpoints
 
 Neighbour access, the main design choice: K and V are loaded twice, aligned (right endpoints) and
 shifted one row back (left endpoints), and the left scores come from a second ``tl.dot``. This
-costs one extra QK^T and one extra PV product per tile, but needs nothing beyond ``tl.dot`` and
-plain loads (the shifted rows are the aligned ones but one, so the second load should mostly hit
-cache): no API newer than Triton 3.6, and the interpreter runs it as the GPU does. The alternatives, shifting the aligned scores with ``tl.gather`` or carrying the
-previous block's last score column across iterations, save that product at the price of
-cross-lane shuffles; they are to be timed on a GPU (as variants in benchmarks/kernel_bench.py)
-before replacing this one. The two value products could likewise become one, on per-point
-weights shifted as in the dK/dV pass (continuous_bwd.py).
+costs one extra QK^T and one extra PV product per tile; the alternatives save them. Measured on an
+H200 (benchmarks/results/2026-11-30-h200/variants, bf16, 16 shapes, T 336..16384, D 16..128):
+shifting the aligned scores with ``tl.gather`` and carrying the previous block's last score column
+made the forward 1.24-1.86x slower (median 1.50x); also merging the two value products into one over
+gathered per-point weights, 1.38-2.00x (median 1.64x). This points to the per-element moment
+arithmetic on the CUDA cores, not the tensor-core products, as what bounds the kernel (an operation
+count agrees: the results README there), so the gathers (shuffles through shared memory) cost more
+than the products they remove. Those variants were deleted after the
+measurement (commit e8dbcf5 has them and ``kernel_bench.py --variants``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import triton
 import triton.language as tl
 
 from .moments import forward_moments, segment_shape
-from .tuning import DYNAMIC, KEY, QUERY_MAJOR, TunedKernel, length_bucket
+from .tuning import DYNAMIC, QUERY_MAJOR, TunedKernel, length_bucket
 
 
 @triton.jit
@@ -39,18 +41,12 @@ def _forward_kernel(
     Q, K, V, LOG_DELTA, LAST, OUT, LSE,
     T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    NEIGHBOUR: tl.constexpr = 0,
 ):
     pid_m, bh, b = query_program(T, H, BLOCK_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
     row_in = rows < T
-    # NEIGHBOUR 1 and 2: the left score of column c is the right score of column c - 1 (tl.gather),
-    # column 0 takes the last column of the previous block (carried); 2 also merges the two value
-    # products into one over per-point weights, the carried left weight as a rank-1 update.
-    left_col = tl.broadcast_to(tl.maximum(cols - 1, 0)[None, :], (BLOCK_M, BLOCK_N))
-    right_col = tl.broadcast_to(tl.minimum(cols + 1, BLOCK_N - 1)[None, :], (BLOCK_M, BLOCK_N))
 
     q = tl.load(Q + bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_in[:, None], other=0.0)
     last = tl.load(LAST + b * stride_last_b + rows, mask=row_in, other=0)
@@ -61,9 +57,6 @@ def _forward_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     z_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    if NEIGHBOUR > 0:
-        k0 = tl.load(k_base + dims).to(tl.float32)  # point 0: the left end of segment 1
-        carried = tl.sum(q.to(tl.float32) * k0[None, :], 1) * scale
     # Segments beyond the block's largest `last` take no part: the causal and ragged saving.
     for j0 in range(1, tl.max(last, 0) + 1, BLOCK_N):
         seg = j0 + cols  # segment j joins points j-1 and j
@@ -71,13 +64,9 @@ def _forward_kernel(
         right = seg[:, None] * HEAD_DIM + dims[None, :]
         left = right - HEAD_DIM
         k_r = tl.load(k_base + right, mask=seg_in[:, None], other=0.0)
+        k_l = tl.load(k_base + left, mask=seg_in[:, None], other=0.0)
         y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
-        if NEIGHBOUR == 0:
-            k_l = tl.load(k_base + left, mask=seg_in[:, None], other=0.0)
-            x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
-        else:
-            x = tl.where(cols[None, :] == 0, carried[:, None], tl.gather(y, left_col, 1))
-            carried = tl.sum(tl.where(cols[None, :] == BLOCK_N - 1, y, 0.0), 1)
+        x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
         log_len = tl.load(delta_base + seg - 1, mask=seg_in, other=0.0)
         valid = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])
 
@@ -92,17 +81,10 @@ def _forward_kernel(
         z_i = z_i * alpha + tl.sum(w_l + w_r, 1)
 
         v_r = tl.load(v_base + right, mask=seg_in[:, None], other=0.0)
+        v_l = tl.load(v_base + left, mask=seg_in[:, None], other=0.0)
         acc = acc * alpha[:, None]
-        if NEIGHBOUR < 2:
-            v_l = tl.load(v_base + left, mask=seg_in[:, None], other=0.0)
-            acc += tl.dot(w_l.to(v_l.dtype), v_l, input_precision=DOT_PRECISION)
-            acc += tl.dot(w_r.to(v_r.dtype), v_r, input_precision=DOT_PRECISION)
-        else:
-            w_next = tl.where(cols[None, :] == BLOCK_N - 1, 0.0, tl.gather(w_l, right_col, 1))
-            acc += tl.dot((w_r + w_next).to(v_r.dtype), v_r, input_precision=DOT_PRECISION)
-            v_first = tl.load(v_base + (j0 - 1) * HEAD_DIM + dims).to(tl.float32)  # left end of column 0
-            w_first = tl.sum(tl.where(cols[None, :] == 0, w_l, 0.0), 1)
-            acc += w_first[:, None] * v_first[None, :]
+        acc += tl.dot(w_l.to(v_l.dtype), v_l, input_precision=DOT_PRECISION)
+        acc += tl.dot(w_r.to(v_r.dtype), v_r, input_precision=DOT_PRECISION)
         m_i = m_new
 
     has = z_i > 0.0
@@ -114,8 +96,7 @@ def _forward_kernel(
     tl.store(LSE + bh * T + rows, lse, mask=row_in)
 
 
-_FORWARD = TunedKernel(_forward_kernel, QUERY_MAJOR, key=KEY + ["NEIGHBOUR"])
-NEIGHBOUR = 0  # neighbour-score access of the forward (see the kernel); variants timed by kernel_bench --variants
+_FORWARD = TunedKernel(_forward_kernel, QUERY_MAJOR)
 
 
 def dot_precision(dtype: torch.dtype) -> str:
@@ -130,7 +111,7 @@ def batch_stride(t: torch.Tensor) -> int:
 
 def forward(
     q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, log_delta: torch.Tensor,
-    last: torch.Tensor, first: int, scale: float, neighbour: int | None = None,
+    last: torch.Tensor, first: int, scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Output (B, H, T, D) in q's dtype and row log-normaliser LSE (B, H, T) in float32.
 
@@ -144,6 +125,6 @@ def forward(
         grid, D, q.dtype,
         q, k_ext, v_ext, log_delta, last, out, lse,
         T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T),
-        HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype), NEIGHBOUR=NEIGHBOUR if neighbour is None else neighbour,
+        HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype),
     )
     return out, lse

@@ -57,12 +57,12 @@ def quick_bench(fn, quantiles):
 class TunedKernel:
     """A kernel launched with autotuned blocks per head dim (half precision on a GPU), fixed ones otherwise."""
 
-    def __init__(self, kernel, candidates: dict[int, list[Blocks]], key: list[str] = KEY):
+    def __init__(self, kernel, candidates: dict[int, list[Blocks]]):
         self.kernel = kernel
         self.tuned = {} if INTERPRET else {
             d: triton.autotune(
                 [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in cands],
-                key=key,
+                key=KEY,
                 do_bench=quick_bench,
             )(kernel)
             for d, cands in candidates.items()

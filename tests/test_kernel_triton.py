@@ -116,17 +116,6 @@ def test_gpu_sized_blocks_float32(monkeypatch, block_m, block_n):
     assert_float32_match(tensors, "repeat", causal=True, **kw)
 
 
-@pytest.mark.parametrize("neighbour", [1, 2])
-@pytest.mark.parametrize("causal", [False, True])
-def test_forward_neighbour_variants_float32(monkeypatch, neighbour, causal):
-    """The timed alternatives of the forward's neighbour access (kernel_bench --variants) are exact too."""
-    from ts_continuum.kernels import continuous_fwd
-
-    monkeypatch.setattr(continuous_fwd, "NEIGHBOUR", neighbour)
-    tensors, kw = make_case(B=2, H=2, T=45, lengths=[45, 20], seed=neighbour + 2 * causal)
-    assert_float32_match(tensors, "learned", causal=causal, **kw)
-
-
 def test_head_dim_32_and_custom_scale_float32():
     tensors, kw = make_case(B=1, H=3, T=33, D=32, seed=5)
     assert_float32_match(tensors, "repeat", causal=True, scale=0.9, **kw)

@@ -20,27 +20,7 @@ OUT=${OUT:-./gpu_out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 
-SHIM=$(mktemp -d)
-trap 'rm -rf "$SHIM"' EXIT
-cat > "$SHIM/sitecustomize.py" <<EOF
-"""Map ts_continuum.kernels to the repository's kernels/ folder (pyproject's package-dir)."""
-import importlib.util
-import sys
-
-
-class _RepoKernels:
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name != "ts_continuum.kernels":
-            return None
-        return importlib.util.spec_from_file_location(
-            name, "$REPO/kernels/__init__.py", submodule_search_locations=["$REPO/kernels"]
-        )
-
-
-sys.meta_path.insert(0, _RepoKernels)
-EOF
-export PYTHONPATH="$SHIM:$REPO${PYTHONPATH:+:$PYTHONPATH}"
+source benchmarks/gpu_env.sh  # imports the repository in place (no install on the GPU machines)
 export TS_CONTINUUM_GPU_TESTS=1  # tests/conftest.py then leaves TRITON_INTERPRET unset
 unset TRITON_INTERPRET
 

@@ -1,6 +1,11 @@
 """Summaries of a study folder: ``summary.md`` and plots from ``results.csv``.
 
     python -m benchmarks.report benchmarks/results/study
+    python -m benchmarks.report --pool benchmarks/results/pooled benchmarks/results/study benchmarks/results/study_gpu
+
+``--pool`` summarises several study folders together (e.g. the CPU study and a GPU replicate): a
+run is identified by its folder and seed, so seed 0 on two machines makes two pairs; training
+cost is left to each folder's own summary, since the machines differ.
 
 Paired comparisons match continuous and softmax runs on everything else (model, positions,
 dataset, horizon, regime, seed): the difference continuous - softmax per pair, its mean with a
@@ -45,10 +50,10 @@ def early_table(df: pd.DataFrame, epochs: int = 3) -> str:
     curves = df.set_index(SETTING + ["seed", "attention"])["val_curve"].map(json.loads)
     lines = ["| regime | epoch | pairs | Δ val MSE (cont − soft) [95 % CI] | continuous lower |", "|---|---|---|---|---|"]
     keys = {k[:-1] for k in curves.index}
-    for regime in sorted({k[SETTING.index("regime")] for k in keys}):
+    for regime in sorted({k[SETTING.index("regime")] for k in keys}) + ["all"]:
         for e in range(epochs):
             d = [curves[k + ("continuous",)][e] - curves[k + ("softmax",)][e] for k in keys
-                 if k[SETTING.index("regime")] == regime and k + ("continuous",) in curves.index
+                 if regime in ("all", k[SETTING.index("regime")]) and k + ("continuous",) in curves.index
                  and k + ("softmax",) in curves.index
                  and len(curves[k + ("continuous",)]) > e and len(curves[k + ("softmax",)]) > e]
             if d:
@@ -185,17 +190,37 @@ def plot_bars(df: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def write(folder: Path) -> Path:
+def load_pooled(sources: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Finished and failed cells of several folders; seeds become '<folder>:<seed>'."""
+    done, failed = [], []
+    for src in map(Path, sources):
+        raw = pd.read_csv(src / "results.csv")
+        for frame, target in ((load(src), done), (raw[raw["status"] != "ok"], failed)):
+            frame = frame.copy()
+            frame["seed"] = src.name + ":" + frame["seed"].astype(str)
+            target.append(frame)
+    return pd.concat(done, ignore_index=True), pd.concat(failed, ignore_index=True)
+
+
+def write(folder: Path, sources: list[Path] | None = None) -> Path:
+    """summary.md and plots in ``folder``, from its results.csv or from those of ``sources``."""
     folder = Path(folder)
-    df = load(folder)
-    raw = pd.read_csv(folder / "results.csv")
-    failed = raw[raw["status"] != "ok"]
+    if sources:
+        folder.mkdir(parents=True, exist_ok=True)
+        df, failed = load_pooled(sources)
+        origin = ", ".join(f"`{Path(s) / 'results.csv'}`" for s in sources)
+        command = f"python -m benchmarks.report --pool {folder} {' '.join(map(str, sources))}"
+    else:
+        df = load(folder)
+        raw = pd.read_csv(folder / "results.csv")
+        failed = raw[raw["status"] != "ok"]
+        origin, command = f"`{folder / 'results.csv'}`", f"python -m benchmarks.report {folder}"
     p = pairs(df)
     plot_curves(df, folder / "val_curves.png")
     plot_bars(df, folder / "test_mse_bars.png")
     parts = [
         f"# Study summary: {folder.name}",
-        f"Written {time.strftime('%Y-%m-%d %H:%M')} from `{folder / 'results.csv'}` by `python -m benchmarks.report {folder}`. "
+        f"Written {time.strftime('%Y-%m-%d %H:%M')} from {origin} by `{command}`. "
         f"{len(df)} finished cells, {len(failed)} failed. Threads per run: "
         f"{', '.join(map(str, sorted(df['threads'].unique()))) if len(df) else '—'}.",
         "## Test metrics per setting (mean ± std over seeds; scaled data, every test window)",
@@ -211,9 +236,10 @@ def write(folder: Path) -> Path:
             "Early training: validation MSE after each of the first epochs, paired as above:",
             early_table(df),
         ]
-    parts += ["## Against the published PatchTST/42 (MSE)", published_table(df),
-              "## Training cost (same machine, same run)", cost_table(df),
-              "Plots: `val_curves.png` (validation MSE per epoch, every seed), `test_mse_bars.png` (mean ± std)."]
+    parts += ["## Against the published PatchTST/42 (MSE)", published_table(df)]
+    if not sources:
+        parts += ["## Training cost (same machine, same run)", cost_table(df)]
+    parts += ["Plots: `val_curves.png` (validation MSE per epoch, every seed), `test_mse_bars.png` (mean ± std)."]
     if len(failed):
         parts += ["## Failed cells", "\n".join(f"- {r.cell_id}: {r.error}" for r in failed.itertuples())]
     out = folder / "summary.md"
@@ -221,5 +247,16 @@ def write(folder: Path) -> Path:
     return out
 
 
+def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--pool":
+        if len(argv) < 3:
+            raise SystemExit("usage: python -m benchmarks.report --pool OUT_FOLDER STUDY_FOLDER [STUDY_FOLDER ...]")
+        print(write(Path(argv[1]), [Path(a) for a in argv[2:]]))
+    elif len(argv) == 1:
+        print(write(Path(argv[0])))
+    else:
+        raise SystemExit("usage: python -m benchmarks.report STUDY_FOLDER | --pool OUT_FOLDER STUDY_FOLDER ...")
+
+
 if __name__ == "__main__":
-    print(write(Path(sys.argv[1])))
+    main(sys.argv[1:])

@@ -111,3 +111,21 @@ def test_report_with_one_attention_only(tmp_path):
     run.append(tmp_path / "results.csv", row)
     text = report.write(tmp_path).read_text()
     assert "0.3800" in text and "Paired differences" not in text
+
+
+def test_pooled_report_counts_each_folder_seed_as_a_pair(tmp_path):
+    """Seed 0 on two machines is two pairs; training cost stays with each folder."""
+    from benchmarks import report
+
+    for folder, delta in (("cpu", 0.001), ("gpu", 0.003)):
+        (tmp_path / folder).mkdir()
+        for attention, mse in (("softmax", 0.38), ("continuous", 0.38 + delta)):
+            row = {k: "" for k in run.RESULT_FIELDS}
+            row.update(model="patchtst", attention=attention, pos_encoding="learned", dataset="ETTh1", horizon=96,
+                       regime="regular", seed=0, status="ok", test_mse=mse, test_mae=0.4, epochs=2,
+                       train_s_per_epoch=40, threads=2, val_curve="[0.7, 0.69]", cell_id=f"{attention}-0")
+            run.append(tmp_path / folder / "results.csv", row)
+    report.main(["--pool", str(tmp_path / "pooled"), str(tmp_path / "cpu"), str(tmp_path / "gpu")])
+    text = (tmp_path / "pooled" / "summary.md").read_text()
+    assert "| regular | 2 | +0.0020 [" in text, text
+    assert "Training cost" not in text

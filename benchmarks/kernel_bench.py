@@ -230,13 +230,13 @@ def main(argv: list[str]) -> int:
                    help="fewer and smaller time-series shapes, shorter timing budgets, exact path timed fwd+bwd only")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     p.add_argument("--exact-cap", type=float, default=None,
-                   help="largest B·H·T² for the exact path (default 3e9 with --quick, else 2^33)")
+                   help="largest B·H·T² for the exact path (default 1.5e9 with --quick, else 2^33)")
     args = p.parse_args(argv[1:])
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
         print("kernel_bench needs a CUDA GPU and compiled Triton (TRITON_INTERPRET unset)", file=sys.stderr)
         return 2
     budget_ms = 60.0 if args.quick else 200.0
-    exact_cap = args.exact_cap or (3e9 if args.quick else 2.0**33)
+    exact_cap = args.exact_cap or (1.5e9 if args.quick else 2.0**33)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     env = environment(argv)
     rows: list[dict] = []

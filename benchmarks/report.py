@@ -167,6 +167,46 @@ def plot_curves(df: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def plot_paired_deltas(df: pd.DataFrame, path: Path) -> None:
+    """Validation MSE of continuous minus softmax per epoch, one thin line per seed, the mean with
+    its 95 % t-band: an early-training advantage shows as a band below zero in the first epochs."""
+    curves = df.set_index(SETTING + ["seed", "attention"])["val_curve"].map(json.loads)
+    by_setting: dict[tuple, list[np.ndarray]] = {}
+    for key in sorted({k[:-1] for k in curves.index}, key=str):
+        if key + ("continuous",) in curves.index and key + ("softmax",) in curves.index:
+            c, s = curves[key + ("continuous",)], curves[key + ("softmax",)]
+            n = min(len(c), len(s))
+            by_setting.setdefault(key[:-1], []).append(np.array(c[:n]) - np.array(s[:n]))
+    if not by_setting:
+        return
+    cols = min(4, len(by_setting))
+    rows = int(np.ceil(len(by_setting) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
+    for ax, (setting, deltas) in zip(axes.flat, by_setting.items()):
+        for d in deltas:
+            ax.plot(range(1, len(d) + 1), d, color="grey", alpha=0.4, lw=0.8)
+        epochs = max(map(len, deltas))
+        mean, lo, hi = [], [], []
+        for e in range(epochs):
+            st = paired_stats(np.array([d[e] for d in deltas if len(d) > e]))
+            mean.append(st["mean"])
+            lo.append(st["lo"])
+            hi.append(st["hi"])
+        x = range(1, epochs + 1)
+        ax.plot(x, mean, color="tab:red", lw=2, label=f"mean of {len(deltas)} pairs")
+        ax.fill_between(x, lo, hi, color="tab:red", alpha=0.2, label="95 % CI")
+        ax.axhline(0.0, color="black", lw=0.8)
+        ax.set_title(" ".join(map(str, setting)), fontsize=8)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("val MSE, continuous − softmax")
+        ax.legend(fontsize=7)
+    for ax in axes.flat[len(by_setting):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_bars(df: pd.DataFrame, path: Path) -> None:
     groups = list(df.groupby(["model", "dataset", "horizon", "pos_encoding"]))
     if not groups:
@@ -217,6 +257,7 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
         origin, command = f"`{folder / 'results.csv'}`", f"python -m benchmarks.report {folder}"
     p = pairs(df)
     plot_curves(df, folder / "val_curves.png")
+    plot_paired_deltas(df, folder / "val_delta.png")
     plot_bars(df, folder / "test_mse_bars.png")
     parts = [
         f"# Study summary: {folder.name}",
@@ -239,7 +280,8 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
     parts += ["## Against the published PatchTST/42 (MSE)", published_table(df)]
     if not sources:
         parts += ["## Training cost (same machine, same run)", cost_table(df)]
-    parts += ["Plots: `val_curves.png` (validation MSE per epoch, every seed), `test_mse_bars.png` (mean ± std)."]
+    parts += ["Plots: `val_curves.png` (validation MSE per epoch, every seed), `val_delta.png` (paired "
+              "difference continuous − softmax per epoch, mean and 95 % band), `test_mse_bars.png` (mean ± std)."]
     if len(failed):
         parts += ["## Failed cells", "\n".join(f"- {r.cell_id}: {r.error}" for r in failed.itertuples())]
     out = folder / "summary.md"

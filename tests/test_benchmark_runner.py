@@ -80,7 +80,7 @@ def test_tiny_grid_runs_records_failures_resumes_and_reports(tiny_csv, tmp_path)
     assert (out / "runs" / ok[0]["cell_id"] / "cell.json").exists()
     summary = (out / "summary.md").read_text()
     assert "Paired differences" in summary and "broken" not in summary.split("## Failed cells")[0]
-    assert (out / "val_curves.png").stat().st_size > 0 and (out / "test_mse_bars.png").stat().st_size > 0
+    assert all((out / name).stat().st_size > 0 for name in ("val_curves.png", "val_delta.png", "test_mse_bars.png"))
 
 
 def test_paired_statistics():

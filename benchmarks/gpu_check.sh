@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check of the Triton kernel: the GPU test subset, then the quick benchmark.
+# GPU check of the Triton kernel: every kernel test compiled on the GPU, then the quick benchmark.
 #
 #   OUT=some/dir benchmarks/gpu_check.sh        (OUT defaults to ./gpu_out)
 #
@@ -7,9 +7,7 @@
 # Measured 2026-11-30 on a fresh H200: tests 49 s, benchmark 180 s (cut one shape short, by the
 # exact path at T = 720; the quick profile now skips the exact path above B·H·T² = 1.5e9).
 # Needs python3 with torch, triton, pytest and matplotlib; installs nothing (the GPU machines have
-# no internet): the repository is imported in place, with kernels/ mapped to ts_continuum.kernels
-# as pyproject's package-dir does, by a sitecustomize.py placed first on PYTHONPATH (this shadows
-# any other sitecustomize for these runs only).
+# no internet): benchmarks/gpu_env.sh imports the repository in place.
 # Writes under $OUT: env.txt, gpu_tests.log, bench.log, kernel_bench.{json,md,png}.
 # Exit status: non-zero if the tests fail, are skipped or cannot start, or the benchmark crashes
 # (a benchmark cut at its time limit is not a failure: its files hold every finished shape).

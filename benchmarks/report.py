@@ -144,14 +144,28 @@ def cost_table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def panel_grid(n: int):
+    """A figure of n epoch panels, four to a row."""
+    cols = min(4, n)
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    return fig, axes.flat[:n]
+
+
+def save_panels(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_curves(df: pd.DataFrame, path: Path) -> None:
     groups = list(df.groupby(["model", "dataset", "horizon", "regime", "pos_encoding"]))
     if not groups:
         return
-    cols = min(4, len(groups))
-    rows = int(np.ceil(len(groups) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
-    for ax, (key, grp) in zip(axes.flat, groups):
+    fig, axes = panel_grid(len(groups))
+    for ax, (key, grp) in zip(axes, groups):
         for attention, colour in (("softmax", "tab:blue"), ("continuous", "tab:red")):
             for i, (_, r) in enumerate(grp[grp["attention"] == attention].iterrows()):
                 curve = json.loads(r["val_curve"])
@@ -160,11 +174,7 @@ def plot_curves(df: pd.DataFrame, path: Path) -> None:
         ax.set_xlabel("epoch")
         ax.set_ylabel("val MSE")
         ax.legend(fontsize=7)
-    for ax in axes.flat[len(groups):]:
-        ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_panels(fig, path)
 
 
 def plot_paired_deltas(df: pd.DataFrame, path: Path) -> None:
@@ -179,10 +189,8 @@ def plot_paired_deltas(df: pd.DataFrame, path: Path) -> None:
             by_setting.setdefault(key[:-1], []).append(np.array(c[:n]) - np.array(s[:n]))
     if not by_setting:
         return
-    cols = min(4, len(by_setting))
-    rows = int(np.ceil(len(by_setting) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
-    for ax, (setting, deltas) in zip(axes.flat, by_setting.items()):
+    fig, axes = panel_grid(len(by_setting))
+    for ax, (setting, deltas) in zip(axes, by_setting.items()):
         for d in deltas:
             ax.plot(range(1, len(d) + 1), d, color="grey", alpha=0.4, lw=0.8)
         epochs = max(map(len, deltas))
@@ -200,11 +208,7 @@ def plot_paired_deltas(df: pd.DataFrame, path: Path) -> None:
         ax.set_xlabel("epoch")
         ax.set_ylabel("val MSE, continuous − softmax")
         ax.legend(fontsize=7)
-    for ax in axes.flat[len(by_setting):]:
-        ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_panels(fig, path)
 
 
 def plot_bars(df: pd.DataFrame, path: Path) -> None:

@@ -9,7 +9,7 @@ from ts_continuum.attention.reference import SegmentLayout
 from .continuous_bwd import backward
 from .continuous_fwd import forward
 
-HEAD_DIMS = (16, 32, 64, 128)
+HEAD_DIMS = (16, 32, 64, 128)  # compiled widths; other dims up to 128 are zero-padded to the next one
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -17,10 +17,8 @@ def unsupported_reason(q: torch.Tensor, head_dim: int, value_dim: int) -> str:
     """'' if the kernel handles these inputs, else why not (the op then names backend='torch')."""
     if q.dtype not in DTYPES:
         return f"dtype {q.dtype} (the kernel takes float32, float16 and bfloat16)"
-    if head_dim not in HEAD_DIMS:
-        return f"head dim {head_dim} (the kernel takes {', '.join(map(str, HEAD_DIMS))})"
-    if value_dim != head_dim:
-        return f"value dim {value_dim} != head dim {head_dim} (the kernel needs them equal)"
+    if max(head_dim, value_dim) > HEAD_DIMS[-1]:
+        return f"head dim {head_dim} / value dim {value_dim} (the kernel takes at most {HEAD_DIMS[-1]})"
     if q.dtype == torch.bfloat16 and q.device.type != "cuda":
         return "bfloat16 outside a GPU (the Triton interpreter cannot multiply bfloat16)"
     return ""
@@ -48,9 +46,27 @@ class ContinuousAttentionTriton(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None
 
 
+def padded_width(head_dim: int, value_dim: int) -> int:
+    """The compiled width that holds both dims: the smallest of HEAD_DIMS >= max(head_dim, value_dim)."""
+    return next(w for w in HEAD_DIMS if w >= max(head_dim, value_dim))
+
+
 def triton_backend(
     q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, log_delta: torch.Tensor,
     layout: SegmentLayout, scale: float,
 ) -> torch.Tensor:
-    """Continuous attention on the extended sequence, (B, H, T, D) in q's dtype."""
-    return ContinuousAttentionTriton.apply(q, k_ext, v_ext, log_delta, layout.last, layout.first, scale)
+    """Continuous attention on the extended sequence, (B, H, T, Dv) in q's dtype.
+
+    Head dims the kernel is not compiled for (PatchTST's published ETT models have 4) are padded
+    with zeros: zero columns add nothing to q·k, zero value columns give output columns that are
+    cut off, so the result and the gradients of the real columns are exact. The scale is the
+    caller's, computed from the real head dim.
+    """
+    D, Dv = q.shape[-1], v_ext.shape[-1]
+    width = padded_width(D, Dv)
+    if (D, Dv) == (width, width):
+        return ContinuousAttentionTriton.apply(q, k_ext, v_ext, log_delta, layout.last, layout.first, scale)
+    pad = torch.nn.functional.pad
+    q, k_ext, v_ext = pad(q, (0, width - D)), pad(k_ext, (0, width - D)), pad(v_ext, (0, width - Dv))
+    out = ContinuousAttentionTriton.apply(q, k_ext, v_ext, log_delta, layout.last, layout.first, scale)
+    return out[..., :Dv]

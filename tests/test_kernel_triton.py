@@ -143,14 +143,30 @@ def test_backend_triton_dispatches_to_the_kernel():
         assert backends.select("auto", q, 16, 16) is not triton_backend
 
 
+@pytest.mark.parametrize("D,Dv", [(4, 4), (8, 24), (48, 20)])
+@pytest.mark.parametrize("sink", ["zero", "learned"])
+def test_head_dims_between_the_compiled_widths_are_padded_exactly_float32(D, Dv, sink):
+    """PatchTST's published ETT models have head dim 4; other widths are zero-padded to 16/32/64/128."""
+    g = torch.Generator().manual_seed(D + Dv)
+    B, H, T = 2, 2, 21
+    q, k = (torch.randn(B, H, T, D, generator=g) for _ in range(2))
+    v, do = (torch.randn(B, H, T, Dv, generator=g) for _ in range(2))
+    sink_k, sink_v = torch.randn(H, D, generator=g), torch.randn(H, Dv, generator=g)
+    _, kw = make_case(B=B, T=T, lengths=[T, 13], seed=D)
+    tensors = [t.to(DEVICE) for t in (q, k, v, sink_k, sink_v, do)]
+    assert_float32_match(tensors, sink, causal=True, **kw)
+    assert run("triton", tensors, torch.float32, sink, **kw)[0].shape == (B, H, T, Dv)
+
+
 @pytest.mark.parametrize(
     "shape,dtype,match",
-    [((2, 2, 8, 8), torch.float32, "head dim 8"), ((2, 2, 8, 16), torch.float64, "dtype"), (None, None, "value dim")],
+    [((2, 2, 8, 160), torch.float32, "head dim 160"), ((2, 2, 8, 16), torch.float64, "dtype"),
+     (None, None, "head dim 16 / value dim 192")],
 )
 def test_unsupported_inputs_are_a_clear_error(shape, dtype, match):
     if shape is None:
         q = k = torch.randn(1, 1, 8, 16, device=DEVICE)
-        v = torch.randn(1, 1, 8, 32, device=DEVICE)
+        v = torch.randn(1, 1, 8, 192, device=DEVICE)
     else:
         q = k = v = torch.randn(*shape, dtype=dtype, device=DEVICE)
     with pytest.raises(ValueError, match=f"does not support these inputs: {match}.*backend='torch'"):
@@ -207,6 +223,7 @@ def test_gpu_auto_backend_uses_the_kernel():
     q = torch.randn(1, 1, 4, 64, device="cuda", dtype=torch.bfloat16)
     assert backends.select("auto", q, 64, 64) is triton_backend
     assert backends.select("auto", q.double(), 64, 64) is not triton_backend
+    assert backends.select("auto", q[..., :4], 4, 4) is triton_backend  # PatchTST's head dim, padded
 
 
 @gpu

@@ -235,6 +235,8 @@ def main(argv: list[str]) -> int:
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
         print("kernel_bench needs a CUDA GPU and compiled Triton (TRITON_INTERPRET unset)", file=sys.stderr)
         return 2
+    from ts_continuum.kernels import tuning
+
     budget_ms = 60.0 if args.quick else 200.0
     exact_cap = args.exact_cap or (1.5e9 if args.quick else 2.0**33)
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -245,7 +247,8 @@ def main(argv: list[str]) -> int:
         rows += run_shape(s, DTYPES[args.dtype], exact_cap, budget_ms, args.quick)
         k = next(r for r in rows[-3:] if r["method"] == "kernel")
         print(f"{s} kernel fwd+bwd ratio {fmt(k.get('fwd_bwd_ratio'))} ({time.perf_counter() - t0:.1f}s)", flush=True)
-        (args.out_dir / "kernel_bench.json").write_text(json.dumps(dict(env=env, rows=rows), indent=1))
+        tuned = tuning.chosen_configs()
+        (args.out_dir / "kernel_bench.json").write_text(json.dumps(dict(env=env, rows=rows, tuned=tuned), indent=1))
         write_markdown(args.out_dir / "kernel_bench.md", env, rows)
         write_plot(args.out_dir / "kernel_bench.png", env, rows)
     return 0

@@ -44,7 +44,9 @@ def ptxas() -> str:
     raise FileNotFoundError(f"no ptxas in {bin_dir}")
 
 
-def report(kernel: str, dtype: str, head_dim: int, blocks: tuning.Blocks, arch: int) -> str:
+def compile_kernel(kernel: str, dtype: str, head_dim: int, blocks: tuning.Blocks, arch: int):
+    """Triton's compiled kernel for sm_{arch}, specialised as a real launch would be: 16-byte aligned
+    pointers (without that hint Triton assumes unaligned tensors and loads them element by element)."""
     fn, pointers, _ = KERNELS[kernel]
     signature = {p: "*" + (dtype if p in TENSORS_IN_DTYPE else "i32" if p == "LAST" else "fp32") for p in pointers.split()}
     signature.update(SCALARS)
@@ -52,20 +54,31 @@ def report(kernel: str, dtype: str, head_dim: int, blocks: tuning.Blocks, arch: 
     constexprs = dict(HEAD_DIM=head_dim, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32",
                       BLOCK_M=block_m, BLOCK_N=block_n)
     signature.update({name: "constexpr" for name in constexprs})
-    start = time.perf_counter()
-    compiled = triton.compile(
-        ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+    aligned = {(fn.arg_names.index(p),): [["tt.divisibility", 16]] for p in pointers.split()}
+    return triton.compile(
+        ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=aligned),
         target=GPUTarget("cuda", arch, 32),
         options=dict(num_warps=warps, num_stages=stages),
     )
-    seconds = time.perf_counter() - start
+
+
+def run_ptxas(ptx: str, arch: int, *flags: str, output: str = os.devnull) -> str:
+    """ptxas's log (stderr) for this PTX; the cubin goes to ``output``."""
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
-        f.write(compiled.asm["ptx"])
+        f.write(ptx)
         f.flush()
-        log = subprocess.run([ptxas(), "-v", f"--gpu-name=sm_{arch}a", f.name, "-o", os.devnull],
-                             capture_output=True, text=True).stderr
+        return subprocess.run([ptxas(), *flags, f"--gpu-name=sm_{arch}a", f.name, "-o", output],
+                              capture_output=True, text=True, check=True).stderr
+
+
+def report(kernel: str, dtype: str, head_dim: int, blocks: tuning.Blocks, arch: int) -> str:
+    start = time.perf_counter()
+    compiled = compile_kernel(kernel, dtype, head_dim, blocks, arch)
+    seconds = time.perf_counter() - start
+    log = run_ptxas(compiled.asm["ptx"], arch, "-v")
     regs = re.search(r"Used (\d+) registers", log)
     spill = re.search(r"(\d+) bytes spill stores", log)
+    block_m, block_n, warps, stages = blocks
     return (f"{kernel:8s} {dtype} D={head_dim:<3d} BLOCK_M={block_m:<3d} BLOCK_N={block_n:<3d} warps={warps} "
             f"stages={stages}  registers={regs.group(1) if regs else '?'} spill_bytes={spill.group(1) if spill else 0} "
             f"shared={compiled.metadata.shared} compile={seconds:.1f}s")

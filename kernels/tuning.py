@@ -31,20 +31,24 @@ Blocks = tuple[int, int, int, int]  # BLOCK_M, BLOCK_N, num_warps, num_stages
 
 # Candidates picked without a GPU, from ptxas register reports for sm_90 (bfloat16): configs that
 # compile without (or with few) register spills; the autotuner chooses among them on the GPU.
+# benchmarks/sass_report.py --all-candidates also showed some configs (8 warps on too few rows of
+# the score tile, e.g. 64 x 32 at head dim 128) computing every score element in two threads,
+# twice the per-element arithmetic that bounds this kernel; those were replaced and a test
+# (tests/test_sass_report.py) keeps them out.
 # Forward and dQ pass: BLOCK_M query rows resident, loop over BLOCK_N segments. The moment
 # arithmetic keeps a dozen BLOCK_M x BLOCK_N float32 tiles live, hence the narrow segment blocks.
 QUERY_MAJOR: dict[int, list[Blocks]] = {
-    16: [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 8, 2)],
-    32: [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 8, 2)],
+    16: [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 4, 2)],
+    32: [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 4, 2)],
     64: [(64, 32, 4, 2), (128, 32, 8, 2), (32, 64, 4, 2)],
-    128: [(64, 32, 8, 2), (128, 32, 8, 2), (32, 32, 4, 2)],
+    128: [(128, 32, 8, 2), (64, 32, 4, 2), (32, 32, 4, 2)],
 }
 # dK/dV pass: BLOCK_N points resident (K and V twice, two float32 accumulators), loop over BLOCK_M queries.
 KEY_MAJOR: dict[int, list[Blocks]] = {
     16: [(32, 64, 4, 2), (64, 32, 4, 2), (32, 64, 8, 2)],
-    32: [(64, 32, 4, 2), (32, 64, 8, 2), (32, 32, 4, 2)],
+    32: [(64, 32, 4, 2), (32, 64, 8, 2), (32, 32, 2, 2)],
     64: [(32, 64, 8, 2), (32, 32, 4, 2), (64, 32, 4, 2)],
-    128: [(32, 32, 8, 2), (16, 32, 4, 2), (32, 64, 8, 2)],
+    128: [(32, 64, 8, 2), (32, 32, 4, 2), (16, 32, 4, 2)],
 }
 
 
@@ -57,8 +61,11 @@ def quick_bench(fn, quantiles):
 class TunedKernel:
     """A kernel launched with autotuned blocks per head dim (half precision on a GPU), fixed ones otherwise."""
 
+    instances: list[TunedKernel] = []
+
     def __init__(self, kernel, candidates: dict[int, list[Blocks]]):
         self.kernel = kernel
+        TunedKernel.instances.append(self)
         self.tuned = {} if INTERPRET else {
             d: triton.autotune(
                 [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in cands],
@@ -76,6 +83,14 @@ class TunedKernel:
             self.kernel[grid](*args, **FLOAT32_BLOCKS, **kwargs)
         else:
             self.tuned[head_dim][grid](*args, **kwargs)
+
+
+def chosen_configs() -> dict[str, dict[str, str]]:
+    """The configs the autotuners picked so far, per kernel, head dim and tuning key (for reports)."""
+    return {
+        tk.kernel.__name__: {f"D={d} {key}": str(cfg) for d, tuner in tk.tuned.items() for key, cfg in tuner.cache.items()}
+        for tk in TunedKernel.instances
+    }
 
 
 def length_bucket(seq: int) -> int:

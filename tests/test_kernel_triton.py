@@ -135,6 +135,13 @@ def test_float16_within_flash_attention_rule(causal, sink):
     assert_half_match(tensors, sink, torch.float16, atol=2e-3, causal=causal, **kw)
 
 
+def test_chosen_configs_names_every_kernel():
+    chosen = tuning.chosen_configs()
+    assert {"_forward_kernel", "_dkdv_kernel", "_dq_kernel"} <= set(chosen)
+    if DEVICE == "cpu":  # the interpreter runs fixed blocks: nothing tuned
+        assert not any(chosen.values())
+
+
 def test_backend_triton_dispatches_to_the_kernel():
     """Guards every comparison here: backend="triton" must not quietly be the torch path."""
     q = torch.randn(1, 1, 4, 16, device=DEVICE)

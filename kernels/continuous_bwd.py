@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from .continuous_fwd import batch_stride, dot_precision, query_program
-from .moments import all_moments, segment_shape
+from .moments import all_moments, exp, segment_shape
 from .tuning import DYNAMIC, KEY_MAJOR, QUERY_MAJOR, TunedKernel, length_bucket
 
 PREPROCESS_ROWS = 64
@@ -53,7 +53,7 @@ def _segment_gradients(x, y, log_len, valid, lse, g_l, g_r):
     weights wL / Z and wR / Z that the value gradient needs.
     """
     top, u, left_high = segment_shape(x, y, log_len)
-    c = tl.where(valid, tl.exp(top - lse[:, None]), 0.0)  # Δ e^{max(x, y)} / Z
+    c = tl.where(valid, exp(top - lse[:, None]), 0.0)  # Δ e^{max(x, y)} / Z
     p2, chi, p3, p23, psi = all_moments(u)
     da_l = c * (g_l * tl.where(left_high, p3, psi) + g_r * p23)
     da_r = c * (g_l * p23 + g_r * tl.where(left_high, psi, p3))

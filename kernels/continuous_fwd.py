@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .moments import forward_moments, segment_shape
+from .moments import exp, forward_moments, segment_shape
 from .tuning import DYNAMIC, QUERY_MAJOR, TunedKernel, length_bucket
 
 
@@ -73,11 +73,11 @@ def _forward_kernel(
         top, u, left_high = segment_shape(x, y, log_len)
         m_new = tl.maximum(m_i, tl.max(tl.where(valid, top, float("-inf")), 1))
         m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no segment yet
-        e = tl.where(valid, tl.exp(top - m_ref[:, None]), 0.0)
+        e = tl.where(valid, exp(top - m_ref[:, None]), 0.0)
         p_high, p_low = forward_moments(u)
         w_l = e * tl.where(left_high, p_high, p_low)
         w_r = e * tl.where(left_high, p_low, p_high)
-        alpha = tl.exp(m_i - m_ref)
+        alpha = exp(m_i - m_ref)
         z_i = z_i * alpha + tl.sum(w_l + w_r, 1)
 
         v_r = tl.load(v_base + right, mask=seg_in[:, None], other=0.0)

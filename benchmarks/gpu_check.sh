@@ -8,6 +8,8 @@
 # exact path at T = 720; the quick profile now skips the exact path above B·H·T² = 1.5e9).
 # Needs python3 with torch, triton, pytest and matplotlib; installs nothing (the GPU machines have
 # no internet): benchmarks/gpu_env.sh imports the repository in place.
+# The benchmark times the kernel's backward both ways (dQ pass and TS_CONTINUUM_DQ=atomic) and
+# records the configs the autotuner chose (kernel_bench.json: "tuned").
 # Writes under $OUT: env.txt, gpu_tests.log, bench.log, kernel_bench.{json,md,png}.
 # Exit status: non-zero if the tests fail, are skipped or cannot start, or the benchmark crashes
 # (a benchmark cut at its time limit is not a failure: its files hold every finished shape).

@@ -22,6 +22,7 @@ the losing ones deleted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -80,6 +81,9 @@ def cuda_time_ms(fn, budget_ms: float) -> float:
     return statistics.median(times)
 
 
+METHODS = ("kernel", "kernel_atomic_dq", "sdpa", "exact")
+
+
 def methods(causal: bool):
     from ts_continuum import continuous_attention
 
@@ -87,11 +91,25 @@ def methods(causal: bool):
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
+    kernel = lambda q, k, v: continuous_attention(q, k, v, causal=causal, backend="triton")  # noqa: E731
     return {
-        "kernel": lambda q, k, v: continuous_attention(q, k, v, causal=causal, backend="triton"),
+        "kernel": kernel,
+        "kernel_atomic_dq": kernel,  # run under dq_mode("atomic") by run_shape
         "sdpa": sdpa,
         "exact": lambda q, k, v: continuous_attention(q, k, v, causal=causal, backend="torch"),
     }
+
+
+@contextlib.contextmanager
+def dq_mode(mode: str):
+    """The kernel's backward with dQ from a separate pass ("pass") or atomics ("atomic")."""
+    from ts_continuum.kernels import continuous_bwd
+
+    old, continuous_bwd.DQ_MODE = continuous_bwd.DQ_MODE, mode
+    try:
+        yield
+    finally:
+        continuous_bwd.DQ_MODE = old
 
 
 def measure(attn, q, k, v, do, budget_ms: float, modes: tuple[str, ...]) -> dict:
@@ -134,8 +152,13 @@ def run_shape(s: dict, dtype, exact_cap: float, budget_ms: float, quick: bool) -
             row["skipped"] = f"B·H·T² above --exact-cap {exact_cap:.0e}"
         else:
             try:
-                modes = ("fwd_bwd",) if quick and name == "exact" else ("fwd", "bwd", "fwd_bwd")
-                row.update(measure(attn, q, k, v, do, budget_ms, modes))
+                modes = ("fwd", "bwd", "fwd_bwd")
+                if name == "kernel_atomic_dq":
+                    modes = ("bwd", "fwd_bwd")  # the forward is the kernel's
+                elif quick and name == "exact":
+                    modes = ("fwd_bwd",)
+                with dq_mode("atomic" if name == "kernel_atomic_dq" else "pass"):
+                    row.update(measure(attn, q, k, v, do, budget_ms, modes))
                 for key, f in flops.items():
                     if key in row:
                         row[key.replace("_ms", "_tflops")] = f / (row[key] * 1e-3) / 1e12
@@ -148,8 +171,11 @@ def run_shape(s: dict, dtype, exact_cap: float, budget_ms: float, quick: bool) -
         for key in ("fwd_ms", "bwd_ms", "fwd_bwd_ms"):
             if key in r and key in by["sdpa"]:
                 r[key.replace("_ms", "_ratio")] = by["sdpa"][key] / r[key]
-    if "fwd_bwd_ms" in by["kernel"] and "fwd_bwd_ms" in by["exact"]:
-        by["kernel"]["speedup_vs_exact"] = by["exact"]["fwd_bwd_ms"] / by["kernel"]["fwd_bwd_ms"]
+    for name in ("kernel", "kernel_atomic_dq"):
+        if "fwd_bwd_ms" in by[name] and "fwd_bwd_ms" in by["exact"]:
+            by[name]["speedup_vs_exact"] = by["exact"]["fwd_bwd_ms"] / by[name]["fwd_bwd_ms"]
+    if "bwd_ms" in by["kernel"] and "bwd_ms" in by["kernel_atomic_dq"]:
+        by["kernel_atomic_dq"]["bwd_speedup_vs_pass"] = by["kernel"]["bwd_ms"] / by["kernel_atomic_dq"]["bwd_ms"]
     return rows
 
 
@@ -178,11 +204,12 @@ def write_markdown(path: Path, env: dict, rows: list[dict]) -> None:
         "",
         "ratio = SDPA time / method time (1.0 = SDPA's speed); TFLOP/s = softmax-equivalent FLOPs / time; "
         "peak = max memory allocated during one forward+backward, inputs included; "
-        "x exact = exact torch path time / kernel time, forward+backward.",
+        "x exact = exact torch path time / kernel time, forward+backward; kernel_atomic_dq = the kernel with "
+        "TS_CONTINUUM_DQ=atomic (its backward / the dQ-pass backward: bwd x pass).",
         "",
         "| group | B | H | T | D | causal | method | fwd ms | bwd ms | fwd+bwd ms | fwd ratio | bwd ratio "
-        "| fwd+bwd ratio | fwd+bwd TFLOP/s | peak MiB | fwd+bwd x exact |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| fwd+bwd ratio | fwd+bwd TFLOP/s | peak MiB | fwd+bwd x exact | bwd x pass |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         head = f"| {r['group']} | {r['B']} | {r['H']} | {r['T']} | {r['D']} | {r['causal']} | {r['method']} "
@@ -191,7 +218,7 @@ def write_markdown(path: Path, env: dict, rows: list[dict]) -> None:
             continue
         cells = [fmt(r.get("fwd_ms"), 3), fmt(r.get("bwd_ms"), 3), fmt(r.get("fwd_bwd_ms"), 3), fmt(r.get("fwd_ratio")),
                  fmt(r.get("bwd_ratio")), fmt(r.get("fwd_bwd_ratio")), fmt(r.get("fwd_bwd_tflops"), 1),
-                 fmt(r["peak_mib"], 0), fmt(r.get("speedup_vs_exact"), 1)]
+                 fmt(r["peak_mib"], 0), fmt(r.get("speedup_vs_exact"), 1), fmt(r.get("bwd_speedup_vs_pass"))]
         lines.append(head + "| " + " | ".join(cells) + " |")
     path.write_text("\n".join(lines) + "\n")
 
@@ -205,12 +232,14 @@ def write_plot(path: Path, env: dict, rows: list[dict]) -> None:
     fig, ax = plt.subplots(figsize=(8, 5))
     series: dict[tuple, list] = {}
     for r in rows:
-        if r["method"] == "kernel" and "fwd_bwd_ratio" in r:
-            series.setdefault((r["group"], r["D"], r["causal"]), []).append((r["T"], r["fwd_bwd_ratio"]))
-    for (group, D, causal), pts in sorted(series.items()):
+        if r["method"] in ("kernel", "kernel_atomic_dq") and "fwd_bwd_ratio" in r:
+            series.setdefault((r["method"], r["group"], r["D"], r["causal"]), []).append((r["T"], r["fwd_bwd_ratio"]))
+    for (method, group, D, causal), pts in sorted(series.items()):
         pts.sort()
-        style = "-o" if group == "long" else "--s"
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=f"{group} D={D} {'causal' if causal else 'bidir'}")
+        style = ("-" if group == "long" else "--") + ("o" if method == "kernel" else "x")
+        dq = "dQ pass" if method == "kernel" else "dQ atomic"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
+                label=f"{group} D={D} {'causal' if causal else 'bidir'}, {dq}")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.axhline(0.5, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log", base=2)
@@ -245,8 +274,9 @@ def main(argv: list[str]) -> int:
     for s in shapes(args.quick):
         t0 = time.perf_counter()
         rows += run_shape(s, DTYPES[args.dtype], exact_cap, budget_ms, args.quick)
-        k = next(r for r in rows[-3:] if r["method"] == "kernel")
-        print(f"{s} kernel fwd+bwd ratio {fmt(k.get('fwd_bwd_ratio'))} ({time.perf_counter() - t0:.1f}s)", flush=True)
+        by = {r["method"]: r for r in rows[-len(METHODS):]}
+        print(f"{s} kernel fwd+bwd ratio {fmt(by['kernel'].get('fwd_bwd_ratio'))}, atomic dQ "
+              f"{fmt(by['kernel_atomic_dq'].get('fwd_bwd_ratio'))} ({time.perf_counter() - t0:.1f}s)", flush=True)
         tuned = tuning.chosen_configs()
         (args.out_dir / "kernel_bench.json").write_text(json.dumps(dict(env=env, rows=rows, tuned=tuned), indent=1))
         write_markdown(args.out_dir / "kernel_bench.md", env, rows)

@@ -29,11 +29,16 @@ from ts_continuum.kernels import continuous_bwd, continuous_fwd, tuning  # noqa:
 
 SCALARS = dict(T="i32", H="i32", stride_delta_b="i32", stride_last_b="i32", scale="fp32", FIRST="i32", T_BUCKET="i32")
 TENSORS_IN_DTYPE = {"Q", "K", "V", "DO", "OUT", "DQ", "DK", "DV"}
-KERNELS = {
-    "forward": (continuous_fwd._forward_kernel, "Q K V LOG_DELTA LAST OUT LSE", tuning.QUERY_MAJOR),
-    "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG_DELTA LAST DK DV", tuning.KEY_MAJOR),
-    "dq": (continuous_bwd._dq_kernel, "Q K V DO LSE DELTA LOG_DELTA LAST DQ", tuning.QUERY_MAJOR),
+KERNELS = {  # name: (kernel, pointer arguments, candidate table, further constexprs)
+    "forward": (continuous_fwd._forward_kernel, "Q K V LOG_DELTA LAST OUT LSE", tuning.QUERY_MAJOR, {}),
+    "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG_DELTA LAST DK DV DQ", tuning.KEY_MAJOR,
+             dict(ATOMIC_DQ=False)),
+    "dq": (continuous_bwd._dq_kernel, "Q K V DO LSE DELTA LOG_DELTA LAST DQ", tuning.QUERY_MAJOR, {}),
+    # TS_CONTINUUM_DQ=atomic: the dK/dV pass also adds dQ into a float32 buffer; no dq pass
+    "dkdv+dq": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG_DELTA LAST DK DV DQ", tuning.KEY_MAJOR_ATOMIC_DQ,
+                dict(ATOMIC_DQ=True)),
 }
+FLOAT32_BUFFERS = {"dkdv+dq": {"DQ"}}
 
 
 def ptxas() -> str:
@@ -47,12 +52,13 @@ def ptxas() -> str:
 def compile_kernel(kernel: str, dtype: str, head_dim: int, blocks: tuning.Blocks, arch: int):
     """Triton's compiled kernel for sm_{arch}, specialised as a real launch would be: 16-byte aligned
     pointers (without that hint Triton assumes unaligned tensors and loads them element by element)."""
-    fn, pointers, _ = KERNELS[kernel]
-    signature = {p: "*" + (dtype if p in TENSORS_IN_DTYPE else "i32" if p == "LAST" else "fp32") for p in pointers.split()}
+    fn, pointers, _, extra = KERNELS[kernel]
+    in_dtype = TENSORS_IN_DTYPE - FLOAT32_BUFFERS.get(kernel, set())
+    signature = {p: "*" + (dtype if p in in_dtype else "i32" if p == "LAST" else "fp32") for p in pointers.split()}
     signature.update(SCALARS)
     block_m, block_n, warps, stages = blocks
     constexprs = dict(HEAD_DIM=head_dim, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32",
-                      BLOCK_M=block_m, BLOCK_N=block_n)
+                      BLOCK_M=block_m, BLOCK_N=block_n, **extra)
     signature.update({name: "constexpr" for name in constexprs})
     aligned = {(fn.arg_names.index(p),): [["tt.divisibility", 16]] for p in pointers.split()}
     return triton.compile(

@@ -19,9 +19,18 @@ BLOCK_N x BLOCK_M x D products for two BLOCK_M x BLOCK_N x BLOCK_N ones. ``tl.ga
 key axis would shift without a product or the rounding, but in the forward it cost more than the
 products it saved (continuous_fwd.py). Neighbour scores and values come from K and V loaded twice,
 aligned and shifted by one row, as in the forward.
+
+dQ has two implementations (``TS_CONTINUUM_DQ``): ``pass`` (default), the separate dQ pass, which
+evaluates the segment moments a second time; and ``atomic``, which adds each tile's dQ share from
+the dK/dV pass into a float32 buffer with atomics, as FlashAttention-2 does, so the moments are
+evaluated once in the backward. ``atomic`` halves the backward's per-element arithmetic
+(benchmarks/sass_report.py) but its sums depend on scheduling (not bitwise reproducible), and its
+speed against ``pass`` is for a GPU to decide (benchmarks/kernel_bench.py times both).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -29,9 +38,11 @@ import triton.language as tl
 
 from .continuous_fwd import batch_stride, dot_precision, query_program
 from .moments import all_moments, exp, segment_shape
-from .tuning import DYNAMIC, KEY_MAJOR, QUERY_MAJOR, TunedKernel, length_bucket
+from .tuning import DYNAMIC, KEY_MAJOR, KEY_MAJOR_ATOMIC_DQ, QUERY_MAJOR, TunedKernel, length_bucket
 
 PREPROCESS_ROWS = 64
+DQ_MODES = ("pass", "atomic")
+DQ_MODE = os.environ.get("TS_CONTINUUM_DQ", "pass")  # read at each backward; tests and benchmarks set it
 
 
 @triton.jit(do_not_specialize=["T", "H"])
@@ -62,9 +73,10 @@ def _segment_gradients(x, y, log_len, valid, lse, g_l, g_r):
 
 @triton.jit(do_not_specialize=DYNAMIC)
 def _dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, LOG_DELTA, LAST, DK, DV,
+    Q, K, V, DO, LSE, DELTA, LOG_DELTA, LAST, DK, DV, DQ,
     T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    ATOMIC_DQ: tl.constexpr,
 ):
     pid = tl.program_id(0)
     blocks = tl.cdiv(T + 1, BLOCK_N - 1)
@@ -87,6 +99,10 @@ def _dkdv_kernel(
 
     # shift[r, c] = 1 where r = c + 1: (partial @ shift)[:, c] = partial[:, c + 1]
     shift = (cols[:, None] == cols[None, :] + 1).to(k_r.dtype)
+    if ATOMIC_DQ:  # dQ counts each segment once: the last column is the next program's first
+        own_seg = (cols < BLOCK_N - 1)[:, None]
+        k_r_dq = tl.where(own_seg, k_r, tl.zeros_like(k_r))
+        k_l_dq = tl.where(own_seg, k_l, tl.zeros_like(k_l))
     dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)  # row c: point p0 + c
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     qd_base = bh * T * HEAD_DIM
@@ -110,6 +126,10 @@ def _dkdv_kernel(
             p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
             dk += tl.dot(tl.trans(da.to(q.dtype)), q, input_precision=DOT_PRECISION)
             dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
+            if ATOMIC_DQ:
+                dq = tl.dot(da_l.to(q.dtype), k_l_dq, input_precision=DOT_PRECISION)
+                dq = tl.dot(da_r.to(q.dtype), k_r_dq, dq, input_precision=DOT_PRECISION)
+                tl.atomic_add(DQ + offs, dq * scale, mask=row_in[:, None], sem="relaxed")
 
     point = p0 + cols
     own = (cols < BLOCK_N - 1) & (point <= T)
@@ -162,7 +182,15 @@ def _dq_kernel(
 
 
 _DKDV = TunedKernel(_dkdv_kernel, KEY_MAJOR)
+# reset_to_zero: the autotuner's timing runs would otherwise add into DQ too.
+_DKDV_ATOMIC_DQ = TunedKernel(_dkdv_kernel, KEY_MAJOR_ATOMIC_DQ, reset_to_zero=["DQ"], name="_dkdv_kernel+atomic_dq")
 _DQ = TunedKernel(_dq_kernel, QUERY_MAJOR)
+
+
+def dq_mode() -> str:
+    if DQ_MODE not in DQ_MODES:
+        raise ValueError(f"TS_CONTINUUM_DQ must be one of {', '.join(DQ_MODES)}; got {DQ_MODE!r}")
+    return DQ_MODE
 
 
 def backward(
@@ -175,13 +203,18 @@ def backward(
     _preprocess_kernel[(triton.cdiv(T, PREPROCESS_ROWS) * B * H,)](
         out, grad_out, delta, T, H, HEAD_DIM=D, BLOCK_M=PREPROCESS_ROWS
     )
-    dq = torch.empty_like(q)
     dk = torch.empty_like(k_ext)
     dv = torch.empty_like(v_ext)
     shared = (T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T))
     meta = dict(HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype))
     grid_kv = lambda m: (triton.cdiv(T + 1, m["BLOCK_N"] - 1) * B * H,)  # noqa: E731
-    _DKDV.launch(grid_kv, D, q.dtype, q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dk, dv, *shared, **meta)
+    inputs = (q, k_ext, v_ext, grad_out, lse, delta, log_delta, last)
+    if dq_mode() == "atomic":
+        dq32 = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
+        _DKDV_ATOMIC_DQ.launch(grid_kv, D, q.dtype, *inputs, dk, dv, dq32, *shared, **meta, ATOMIC_DQ=True)
+        return dq32.to(q.dtype), dk, dv
+    dq = torch.empty_like(q)
+    _DKDV.launch(grid_kv, D, q.dtype, *inputs, dk, dv, dq, *shared, **meta, ATOMIC_DQ=False)
     grid_q = lambda m: (triton.cdiv(T, m["BLOCK_M"]) * B * H,)  # noqa: E731
-    _DQ.launch(grid_q, D, q.dtype, q, k_ext, v_ext, grad_out, lse, delta, log_delta, last, dq, *shared, **meta)
+    _DQ.launch(grid_q, D, q.dtype, *inputs, dq, *shared, **meta)
     return dq, dk, dv

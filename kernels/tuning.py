@@ -50,6 +50,14 @@ KEY_MAJOR: dict[int, list[Blocks]] = {
     64: [(32, 64, 8, 2), (32, 32, 4, 2), (64, 32, 4, 2)],
     128: [(32, 64, 8, 2), (32, 32, 4, 2), (16, 32, 4, 2)],
 }
+# The dK/dV pass that also adds dQ (TS_CONTINUUM_DQ=atomic): its extra product changes the layouts,
+# and narrow query blocks at small head dims replicate the per-element work there.
+KEY_MAJOR_ATOMIC_DQ: dict[int, list[Blocks]] = {
+    16: [(64, 32, 4, 2), (32, 32, 2, 2), (128, 32, 8, 2)],
+    32: [(64, 32, 4, 2), (32, 32, 2, 2), (128, 32, 8, 2)],
+    64: [(32, 64, 8, 2), (64, 32, 4, 2), (128, 32, 8, 2)],
+    128: [(32, 64, 8, 2), (32, 32, 4, 2), (128, 32, 8, 2)],
+}
 
 
 def quick_bench(fn, quantiles):
@@ -63,14 +71,17 @@ class TunedKernel:
 
     instances: list[TunedKernel] = []
 
-    def __init__(self, kernel, candidates: dict[int, list[Blocks]]):
+    def __init__(self, kernel, candidates: dict[int, list[Blocks]], reset_to_zero: list[str] | None = None,
+                 name: str | None = None):
         self.kernel = kernel
+        self.name = name or kernel.__name__
         TunedKernel.instances.append(self)
         self.tuned = {} if INTERPRET else {
             d: triton.autotune(
                 [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in cands],
                 key=KEY,
                 do_bench=quick_bench,
+                reset_to_zero=reset_to_zero,
             )(kernel)
             for d, cands in candidates.items()
         }
@@ -87,10 +98,12 @@ class TunedKernel:
 
 def chosen_configs() -> dict[str, dict[str, str]]:
     """The configs the autotuners picked so far, per kernel, head dim and tuning key (for reports)."""
-    return {
-        tk.kernel.__name__: {f"D={d} {key}": str(cfg) for d, tuner in tk.tuned.items() for key, cfg in tuner.cache.items()}
-        for tk in TunedKernel.instances
-    }
+    chosen: dict[str, dict[str, str]] = {}
+    for tk in TunedKernel.instances:
+        per_kernel = chosen.setdefault(tk.name, {})
+        for d, tuner in tk.tuned.items():
+            per_kernel.update({f"D={d} {key}": str(cfg) for key, cfg in tuner.cache.items()})
+    return chosen
 
 
 def length_bucket(seq: int) -> int:

@@ -19,7 +19,7 @@ pytest.importorskip("triton")
 
 from ts_continuum import continuous_attention  # noqa: E402
 from ts_continuum.attention import backends  # noqa: E402
-from ts_continuum.kernels import tuning  # noqa: E402
+from ts_continuum.kernels import continuous_bwd, tuning  # noqa: E402
 from ts_continuum.kernels.autograd import triton_backend  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -135,9 +135,48 @@ def test_float16_within_flash_attention_rule(causal, sink):
     assert_half_match(tensors, sink, torch.float16, atol=2e-3, causal=causal, **kw)
 
 
+@pytest.fixture
+def atomic_dq(monkeypatch):
+    """TS_CONTINUUM_DQ=atomic, with the dQ pass made to fail if it still ran."""
+
+    class NoDqPass:
+        def launch(self, *args, **kwargs):
+            raise AssertionError("the dQ pass ran in atomic mode")
+
+    monkeypatch.setattr(continuous_bwd, "DQ_MODE", "atomic")
+    monkeypatch.setattr(continuous_bwd, "_DQ", NoDqPass())
+
+
+@pytest.mark.parametrize("sink", SINKS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_atomic_dq_every_sink_and_direction_float32(atomic_dq, sink, causal):
+    tensors, kw = make_case(B=2, H=2, T=37, lengths=[37, 22], seed=21)
+    assert_float32_match(tensors, sink, causal=causal, **kw)
+
+
+@pytest.mark.parametrize("T", [1, 15, 16, 31, 47])
+def test_atomic_dq_lengths_at_block_boundaries_float32(atomic_dq, T):
+    """dK/dV programs own BLOCK_N - 1 segments each: T around multiples of 15 and 16."""
+    tensors, kw = make_case(B=2, H=1, T=T, lengths=[T, max(1, T - 3)], seed=T)
+    assert_float32_match(tensors, "none", causal=True, **kw)
+
+
+def test_atomic_dq_float16_within_flash_attention_rule(atomic_dq):
+    tensors, kw = make_case(B=2, H=2, T=45, D=32, lengths=[45, 30], seed=11)
+    assert_half_match(tensors, "learned", torch.float16, atol=2e-3, causal=True, **kw)
+
+
+def test_unknown_dq_mode_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(continuous_bwd, "DQ_MODE", "fused")
+    q = torch.randn(1, 1, 8, 16, device=DEVICE, requires_grad=True)
+    out = continuous_attention(q, q, q, backend="triton")
+    with pytest.raises(ValueError, match="TS_CONTINUUM_DQ must be one of pass, atomic; got 'fused'"):
+        out.sum().backward()
+
+
 def test_chosen_configs_names_every_kernel():
     chosen = tuning.chosen_configs()
-    assert {"_forward_kernel", "_dkdv_kernel", "_dq_kernel"} <= set(chosen)
+    assert {"_forward_kernel", "_dkdv_kernel", "_dkdv_kernel+atomic_dq", "_dq_kernel"} <= set(chosen)
     if DEVICE == "cpu":  # the interpreter runs fixed blocks: nothing tuned
         assert not any(chosen.values())
 

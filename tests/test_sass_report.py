@@ -30,7 +30,8 @@ sys.path.insert(0, "benchmarks")
 import sass_report
 from ts_continuum.kernels import tuning
 rows = [sass_report.loop_profile(k, "bf16", d, b) for k, table in
-        (("forward", tuning.QUERY_MAJOR), ("dq", tuning.QUERY_MAJOR), ("dkdv", tuning.KEY_MAJOR))
+        (("forward", tuning.QUERY_MAJOR), ("dq", tuning.QUERY_MAJOR), ("dkdv", tuning.KEY_MAJOR),
+         ("dkdv+dq", tuning.KEY_MAJOR_ATOMIC_DQ))
         for d, cands in table.items() for b in cands]
 bad = sass_report.loop_profile("forward", "bf16", 128, (64, 32, 8, 2))  # known to replicate
 print(json.dumps({"rows": rows, "replicating": bad}))

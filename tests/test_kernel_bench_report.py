@@ -1,0 +1,40 @@
+"""kernel_bench's report writers, run on the CPU: a crash there would cost GPU minutes.
+
+The rows are synthetic (made-up timings in the benchmark's row format), not measurements.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import kernel_bench  # noqa: E402
+
+
+def synthetic_rows():
+    rows = []
+    for T in (256, 1024):
+        shape = dict(group="long", B=4, H=16, T=T, D=64, causal=False)
+        rows += [
+            dict(shape, method="kernel", fwd_ms=2.0, bwd_ms=6.0, fwd_bwd_ms=8.0, fwd_ratio=0.3, bwd_ratio=0.2,
+                 fwd_bwd_ratio=0.25, fwd_bwd_tflops=50.0, peak_mib=100.0),
+            dict(shape, method="kernel_atomic_dq", bwd_ms=4.0, fwd_bwd_ms=6.0, bwd_ratio=0.3, fwd_bwd_ratio=0.33,
+                 peak_mib=120.0, bwd_speedup_vs_pass=1.5),
+            dict(shape, method="sdpa", fwd_ms=0.5, bwd_ms=1.2, fwd_bwd_ms=2.0, peak_mib=90.0),
+            dict(shape, method="exact", skipped="B·H·T² above --exact-cap 1e+09"),
+        ]
+    return rows
+
+
+def test_markdown_and_plot_take_every_method(tmp_path):
+    env = dict(date="2026-11-30T00:00:00+00:00", device="synthetic", command="python kernel_bench.py")
+    rows = synthetic_rows()
+    assert {r["method"] for r in rows} == set(kernel_bench.METHODS)
+    kernel_bench.write_markdown(tmp_path / "k.md", env, rows)
+    kernel_bench.write_plot(tmp_path / "k.png", env, rows)
+    table = [line for line in (tmp_path / "k.md").read_text().splitlines() if line.startswith("|")]
+    widths = {line.count("|") for line in table}
+    assert len(widths) == 1, f"rows of different widths: {widths}"
+    assert any("kernel_atomic_dq" in line and "| 1.50 |" in line for line in table)
+    assert (tmp_path / "k.png").stat().st_size > 10_000

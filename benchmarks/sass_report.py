@@ -50,8 +50,8 @@ def instructions(sass: str) -> list[tuple[int, str]]:
             for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;/]+);", sass)]
 
 
-def largest_loop(sass: str) -> list[str]:
-    """The instructions between the target of the widest backward branch and the branch."""
+def largest_loop(sass: str) -> list[tuple[int, str]]:
+    """(address, text) of the instructions from the target of the widest backward branch to it."""
     code = instructions(sass)
     loops = []
     for address, text in code:
@@ -61,11 +61,82 @@ def largest_loop(sass: str) -> list[str]:
     if not loops:
         raise RuntimeError("no loop found in the SASS listing")
     lo, hi = max(loops, key=lambda r: r[1] - r[0])
-    return [text for address, text in code if lo <= address <= hi]
+    return [(address, text) for address, text in code if lo <= address <= hi]
+
+
+def working_paths(loop: list[tuple[int, str]]) -> tuple[list[str], list[str]]:
+    """The shortest and the longest path through one iteration (loop head to the back edge) that
+    evaluates exponentials, as instruction lists.
+
+    The kernels branch per block (interior blocks skip the masks, blocks out of reach are
+    skipped), so one iteration runs one of several straight-line paths; counting the whole loop
+    body would add them up. Dynamic programming over the forward edges (a DAG), as sequences of
+    small branches would make enumerating every path explode.
+    """
+    head, back = loop[0][0], loop[-1][0]
+    index = {address: i for i, (address, _) in enumerate(loop)}
+    target = {}
+    for i, (_, text) in enumerate(loop):
+        m = re.search(r"\bBRA\s+(0x[0-9a-f]+)", text)
+        if m:
+            target[i] = int(m.group(1), 16)
+    leaders = {0} | {index[t] for t in target.values() if t in index} | {i + 1 for i in target if i + 1 < len(loop)}
+    starts = sorted(leaders)
+    ends = {start: next((x for x in starts if x > start), len(loop)) for start in starts}
+
+    def successors(start: int) -> list[int | None]:  # None: the back edge (end of the iteration)
+        end = ends[start]
+        last = end - 1
+        if last in target:
+            t = target[last]
+            jumps = [None] if t == head and loop[last][0] == back else ([index[t]] if t in index else [])
+            conditional = loop[last][1].startswith("@")
+            return jumps + ([end] if conditional and end < len(loop) else [])
+        return [end] if end < len(loop) else []
+
+    # best[(block, has_exp)] = (shortest, longest) paths from the head to the block's start, as block lists
+    best: dict[tuple[int, bool], tuple[list[int], list[int]]] = {(0, False): ([], [])}
+    finished: list[list[int]] = []
+    for start in starts:  # addresses increase along forward edges: a topological order
+        has_exp = any(opcode(text) == "MUFU" for _, text in loop[start:ends[start]])
+        for flag in (False, True):
+            if (start, flag) not in best:
+                continue
+            flag_after = flag or has_exp
+            for path in best[(start, flag)]:
+                path = path + [start]
+                for nxt in successors(start):
+                    if nxt is None:
+                        if flag_after:
+                            finished.append(path)
+                        continue
+                    if nxt <= start:
+                        continue
+                    size = lambda p: sum(ends[x] - x for x in p)  # noqa: E731
+                    short, long_ = best.get((nxt, flag_after), (path, path))
+                    best[(nxt, flag_after)] = (min(short, path, key=size), max(long_, path, key=size))
+    if not finished:
+        raise RuntimeError("no path through the loop evaluates an exponential")
+    texts = [[text for x in p for _, text in loop[x:ends[x]]] for p in finished]
+    return min(texts, key=len), max(texts, key=len)
+
+
+def profile(body: list[str], per_thread: float) -> dict:
+    ops = collections.Counter(opcode(t) for t in body)
+    by_class = {name: sum(n for op, n in ops.items() if op in members) for name, members in CLASSES.items()}
+    by_class["other"] = len(body) - sum(by_class.values())
+    return {
+        "instructions": len(body),
+        "per_element": round(len(body) / per_thread, 2),
+        "per_element_by_class": {k: round(v / per_thread, 2) for k, v in by_class.items()},
+        "opcodes": dict(ops.most_common()),
+    }
 
 
 def loop_profile(kernel: str, dtype: str, head_dim: int, blocks=None, arch: int = 90) -> dict:
-    """Counts per score element of the main loop of one kernel (default: first autotune candidate)."""
+    """Counts per score element of one iteration of one kernel's main loop (default: first autotune
+    candidate): the shortest path that does the work (interior blocks, no masks) and the longest
+    (blocks at a boundary, masked)."""
     blocks = blocks or KERNELS[kernel][2][head_dim][0]
     compiled = compile_kernel(kernel, dtype, head_dim, blocks, arch)
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,33 +144,29 @@ def loop_profile(kernel: str, dtype: str, head_dim: int, blocks=None, arch: int 
         run_ptxas(compiled.asm["ptx"], arch, output=cubin)
         cuobjdump = os.path.join(os.path.dirname(ptxas()), "cuobjdump")
         sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, check=True).stdout
-    body = largest_loop(sass)
+    shortest, longest = working_paths(largest_loop(sass))
     block_m, block_n, warps, stages = blocks
     per_thread = block_m * block_n / (32 * warps)
-    ops = collections.Counter(opcode(t) for t in body)
-    by_class = {name: sum(n for op, n in ops.items() if op in members) for name, members in CLASSES.items()}
-    by_class["other"] = len(body) - sum(by_class.values())
+    interior = profile(shortest, per_thread)
+    masked = profile(longest, per_thread)
     return {
         "kernel": kernel, "dtype": dtype, "head_dim": head_dim, "arch": f"sm_{arch}",
         "blocks": dict(BLOCK_M=block_m, BLOCK_N=block_n, warps=warps, stages=stages),
-        "loop_instructions": len(body),
         "elements_per_thread": per_thread,
-        "per_element": round(len(body) / per_thread, 2),
-        "per_element_by_class": {k: round(v / per_thread, 2) for k, v in by_class.items()},
-        "mufu": {k: v for k, v in collections.Counter(t.split()[0 if not t.startswith("@") else 1]
-                                                      for t in body if opcode(t) == "MUFU").items()},
-        "opcodes": dict(ops.most_common()),
+        **interior,
+        "masked": masked,
     }
 
 
 def markdown(rows: list[dict]) -> str:
     classes = list(CLASSES) + ["other"]
-    head = "| kernel | dtype | D | blocks (M, N, warps) | per element | " + " | ".join(classes) + " |"
-    lines = [head, "|" + "---|" * (5 + len(classes))]
+    head = ("| kernel | dtype | D | blocks (M, N, warps) | per element | masked | "
+            + " | ".join(classes) + " |")
+    lines = [head, "|" + "---|" * (6 + len(classes))]
     for r in rows:
         b = r["blocks"]
         lines.append(f"| {r['kernel']} | {r['dtype']} | {r['head_dim']} | {b['BLOCK_M']}, {b['BLOCK_N']}, "
-                     f"{b['warps']} | {r['per_element']:.1f} | "
+                     f"{b['warps']} | {r['per_element']:.1f} | {r['masked']['per_element']:.1f} | "
                      + " | ".join(f"{r['per_element_by_class'][c]:.1f}" for c in classes) + " |")
     return "\n".join(lines) + "\n"
 

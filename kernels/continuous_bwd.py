@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .continuous_fwd import batch_stride, dot_precision, query_program
+from .continuous_fwd import batch_stride, dot_precision, is_interior, load_segments, query_program
 from .moments import all_moments, exp, segment_shape
 from .tuning import DYNAMIC, KEY_MAJOR, KEY_MAJOR_ATOMIC_DQ, QUERY_MAJOR, TunedKernel, length_bucket
 
@@ -57,18 +57,66 @@ def _preprocess_kernel(OUT, DO, DELTA, T, H, HEAD_DIM: tl.constexpr, BLOCK_M: tl
 
 
 @triton.jit
-def _segment_gradients(x, y, log_len, valid, lse, g_l, g_r):
+def _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED: tl.constexpr):
     """Per-segment partials for one tile: (∂L/∂a_left, ∂L/∂a_right, P_left, P_right).
 
     ``g_l``, ``g_r`` are dO · v - delta at the left and right endpoints; P are the normalised
-    weights wL / Z and wR / Z that the value gradient needs.
+    weights wL / Z and wR / Z that the value gradient needs. MASKED: remove the segments outside
+    FIRST .. last of each row (interior tiles have none).
     """
     top, u, left_high = segment_shape(x, y, log_len)
-    c = tl.where(valid, exp(top - lse[:, None]), 0.0)  # Δ e^{max(x, y)} / Z
+    if MASKED:  # e^-inf = 0 removes a segment
+        top = tl.where((seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None]), top, float("-inf"))
+    c = exp(top - lse[:, None])  # Δ e^{max(x, y)} / Z
     p2, chi, p3, p23, psi = all_moments(u)
     da_l = c * (g_l * tl.where(left_high, p3, psi) + g_r * p23)
     da_r = c * (g_l * p23 + g_r * tl.where(left_high, psi, p3))
     return da_l, da_r, c * tl.where(left_high, p2, chi), c * tl.where(left_high, chi, p2)
+
+
+@triton.jit
+def _load_rows(base, rows, T, MASKED: tl.constexpr):
+    if MASKED:
+        r = tl.load(base + rows, mask=rows < T, other=0.0)
+    else:
+        r = tl.load(base + rows)
+    return r
+
+
+@triton.jit
+def _dkdv_block(
+    Q, DO, LSE, DELTA, DQ, qd_base, lse_base, rows, last, seg, T, FIRST, scale,
+    k_l, k_r, v_l, v_r, log_len, shift, k_l_dq, k_r_dq, dk, dv,
+    HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, ATOMIC_DQ: tl.constexpr, MASKED: tl.constexpr,
+):
+    """One query block's contribution to the resident points' dK, dV (and to its rows' dQ)."""
+    offs = qd_base + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    if MASKED:
+        row_in = (rows < T)[:, None]
+        q = tl.load(Q + offs, mask=row_in, other=0.0)
+        do = tl.load(DO + offs, mask=row_in, other=0.0)
+    else:
+        q = tl.load(Q + offs)
+        do = tl.load(DO + offs)
+    lse = _load_rows(LSE + lse_base, rows, T, MASKED)
+    delta = _load_rows(DELTA + lse_base, rows, T, MASKED)
+    y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
+    x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
+    g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
+    g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
+    da_l, da_r, p_l, p_r = _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED)
+    da = da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)
+    p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
+    dk += tl.dot(tl.trans(da.to(q.dtype)), q, input_precision=DOT_PRECISION)
+    dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
+    if ATOMIC_DQ:
+        dq = tl.dot(da_l.to(q.dtype), k_l_dq, input_precision=DOT_PRECISION)
+        dq = tl.dot(da_r.to(q.dtype), k_r_dq, dq, input_precision=DOT_PRECISION)
+        if MASKED:
+            tl.atomic_add(DQ + offs, dq * scale, mask=(rows < T)[:, None], sem="relaxed")
+        else:
+            tl.atomic_add(DQ + offs, dq * scale, sem="relaxed")
+    return dk, dv
 
 
 @triton.jit(do_not_specialize=DYNAMIC)
@@ -99,43 +147,52 @@ def _dkdv_kernel(
 
     # shift[r, c] = 1 where r = c + 1: (partial @ shift)[:, c] = partial[:, c + 1]
     shift = (cols[:, None] == cols[None, :] + 1).to(k_r.dtype)
-    if ATOMIC_DQ:  # dQ counts each segment once: the last column is the next program's first
-        own_seg = (cols < BLOCK_N - 1)[:, None]
-        k_r_dq = tl.where(own_seg, k_r, tl.zeros_like(k_r))
-        k_l_dq = tl.where(own_seg, k_l, tl.zeros_like(k_l))
+    # Atomic dQ counts each segment once: the last column is the next program's first.
+    own_seg = (cols < BLOCK_N - 1)[:, None]
+    k_r_dq = tl.where(own_seg, k_r, tl.zeros_like(k_r))
+    k_l_dq = tl.where(own_seg, k_l, tl.zeros_like(k_l))
     dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)  # row c: point p0 + c
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     qd_base = bh * T * HEAD_DIM
     for m0 in range(0, T, BLOCK_M):
         rows = m0 + tl.arange(0, BLOCK_M)
-        row_in = rows < T
-        last = tl.load(LAST + b * stride_last_b + rows, mask=row_in, other=0)
-        if tl.max(last, 0) >= p0:  # else no row of this block reaches these segments
-            offs = qd_base + rows[:, None] * HEAD_DIM + dims[None, :]
-            q = tl.load(Q + offs, mask=row_in[:, None], other=0.0)
-            do = tl.load(DO + offs, mask=row_in[:, None], other=0.0)
-            lse = tl.load(LSE + bh * T + rows, mask=row_in, other=0.0)
-            delta = tl.load(DELTA + bh * T + rows, mask=row_in, other=0.0)
-            y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
-            x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
-            g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
-            g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
-            valid = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])
-            da_l, da_r, p_l, p_r = _segment_gradients(x, y, log_len, valid, lse, g_l, g_r)
-            da = da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)
-            p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
-            dk += tl.dot(tl.trans(da.to(q.dtype)), q, input_precision=DOT_PRECISION)
-            dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
-            if ATOMIC_DQ:
-                dq = tl.dot(da_l.to(q.dtype), k_l_dq, input_precision=DOT_PRECISION)
-                dq = tl.dot(da_r.to(q.dtype), k_r_dq, dq, input_precision=DOT_PRECISION)
-                tl.atomic_add(DQ + offs, dq * scale, mask=row_in[:, None], sem="relaxed")
+        last = tl.load(LAST + b * stride_last_b + rows, mask=rows < T, other=0)
+        if is_interior(p0, last, FIRST, BLOCK_N):  # every row takes every segment of the tile
+            dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, qd_base, bh * T, rows, last, seg, T, FIRST, scale,
+                                 k_l, k_r, v_l, v_r, log_len, shift, k_l_dq, k_r_dq, dk, dv,
+                                 HEAD_DIM, DOT_PRECISION, ATOMIC_DQ, False)
+        elif tl.max(last, 0) >= p0:  # else no row of this block reaches these segments
+            dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, qd_base, bh * T, rows, last, seg, T, FIRST, scale,
+                                 k_l, k_r, v_l, v_r, log_len, shift, k_l_dq, k_r_dq, dk, dv,
+                                 HEAD_DIM, DOT_PRECISION, ATOMIC_DQ, True)
 
     point = p0 + cols
     own = (cols < BLOCK_N - 1) & (point <= T)
     offs = bh * (T + 1) * HEAD_DIM + point[:, None] * HEAD_DIM + dims[None, :]
     tl.store(DK + offs, (dk * scale).to(DK.dtype.element_ty), mask=own[:, None])
     tl.store(DV + offs, dv.to(DV.dtype.element_ty), mask=own[:, None])
+
+
+@triton.jit
+def _dq_block(
+    q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
+    HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+):
+    seg = j0 + tl.arange(0, BLOCK_N)
+    k_l, k_r = load_segments(k_base, seg, T, HEAD_DIM, MASKED)
+    v_l, v_r = load_segments(v_base, seg, T, HEAD_DIM, MASKED)
+    if MASKED:
+        log_len = tl.load(delta_base + seg - 1, mask=seg <= T, other=0.0)
+    else:
+        log_len = tl.load(delta_base + seg - 1)
+    y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
+    x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
+    g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
+    g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
+    da_l, da_r, _, _ = _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED)
+    dq += tl.dot(da_l.to(k_l.dtype), k_l, input_precision=DOT_PRECISION)
+    dq += tl.dot(da_r.to(k_r.dtype), k_r, input_precision=DOT_PRECISION)
+    return dq
 
 
 @triton.jit(do_not_specialize=DYNAMIC)
@@ -146,7 +203,6 @@ def _dq_kernel(
 ):
     pid_m, bh, b = query_program(T, H, BLOCK_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
     row_in = rows < T
     offs = bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :]
@@ -161,23 +217,12 @@ def _dq_kernel(
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     for j0 in range(1, tl.max(last, 0) + 1, BLOCK_N):
-        seg = j0 + cols
-        seg_in = seg <= T
-        right = seg[:, None] * HEAD_DIM + dims[None, :]
-        left = right - HEAD_DIM
-        k_r = tl.load(k_base + right, mask=seg_in[:, None], other=0.0)
-        k_l = tl.load(k_base + left, mask=seg_in[:, None], other=0.0)
-        v_r = tl.load(v_base + right, mask=seg_in[:, None], other=0.0)
-        v_l = tl.load(v_base + left, mask=seg_in[:, None], other=0.0)
-        y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
-        x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
-        g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
-        g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
-        log_len = tl.load(delta_base + seg - 1, mask=seg_in, other=0.0)
-        valid = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])
-        da_l, da_r, _, _ = _segment_gradients(x, y, log_len, valid, lse, g_l, g_r)
-        dq += tl.dot(da_l.to(k_l.dtype), k_l, input_precision=DOT_PRECISION)
-        dq += tl.dot(da_r.to(k_r.dtype), k_r, input_precision=DOT_PRECISION)
+        if is_interior(j0, last, FIRST, BLOCK_N):
+            dq = _dq_block(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
+                           HEAD_DIM, DOT_PRECISION, BLOCK_N, False)
+        else:
+            dq = _dq_block(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
+                           HEAD_DIM, DOT_PRECISION, BLOCK_N, True)
     tl.store(DQ + offs, (dq * scale).to(DQ.dtype.element_ty), mask=row_in[:, None])
 
 

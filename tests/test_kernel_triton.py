@@ -100,9 +100,12 @@ def test_ragged_lengths_and_every_times_layout_float32(times, causal):
     assert_float32_match(tensors, "zero", causal=causal, **kw)
 
 
-@pytest.mark.parametrize("T", [1, 2, 15, 16, 17, 64])
+@pytest.mark.parametrize("T", [1, 2, 15, 16, 17, 29, 31, 64])
 @pytest.mark.parametrize("sink", ["none", "learned"])
 def test_lengths_at_block_boundaries_float32(T, sink):
+    """Odd T are bidirectional. Blocks whose every row takes every segment skip the masks; T = 31
+    (forward, dQ: 16-segment blocks) and T = 29 (dK/dV: tiles every 15 points) put a full row
+    block's last segment one short of such a block's end."""
     tensors, kw = make_case(B=1, H=2, T=T, seed=T)
     assert_float32_match(tensors, sink, causal=T % 2 == 0, **kw)
 

@@ -36,7 +36,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .continuous_fwd import batch_stride, dot_precision, is_interior, load_segments, query_program
+from .continuous_fwd import (
+    batch_stride, dot_precision, is_interior, load_segments, load_vector, query_program, segment_scores,
+)
 from .moments import all_moments, exp, segment_shape
 from .tuning import DYNAMIC, KEY_MAJOR, KEY_MAJOR_ATOMIC_DQ, QUERY_MAJOR, TunedKernel, length_bucket
 
@@ -75,15 +77,6 @@ def _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED: t
 
 
 @triton.jit
-def _load_rows(base, rows, T, MASKED: tl.constexpr):
-    if MASKED:
-        r = tl.load(base + rows, mask=rows < T, other=0.0)
-    else:
-        r = tl.load(base + rows)
-    return r
-
-
-@triton.jit
 def _dkdv_block(
     Q, DO, LSE, DELTA, DQ, qd_base, lse_base, rows, last, seg, T, FIRST, scale,
     k_l, k_r, v_l, v_r, log_len, shift, k_l_dq, k_r_dq, dk, dv,
@@ -98,8 +91,8 @@ def _dkdv_block(
     else:
         q = tl.load(Q + offs)
         do = tl.load(DO + offs)
-    lse = _load_rows(LSE + lse_base, rows, T, MASKED)
-    delta = _load_rows(DELTA + lse_base, rows, T, MASKED)
+    lse = load_vector(LSE + lse_base, rows, T, MASKED)
+    delta = load_vector(DELTA + lse_base, rows, T, MASKED)
     y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
     x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
     g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
@@ -179,14 +172,8 @@ def _dq_block(
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
 ):
     seg = j0 + tl.arange(0, BLOCK_N)
-    k_l, k_r = load_segments(k_base, seg, T, HEAD_DIM, MASKED)
+    k_l, k_r, log_len, x, y = segment_scores(q, k_base, delta_base, seg, T, scale, HEAD_DIM, DOT_PRECISION, MASKED)
     v_l, v_r = load_segments(v_base, seg, T, HEAD_DIM, MASKED)
-    if MASKED:
-        log_len = tl.load(delta_base + seg - 1, mask=seg <= T, other=0.0)
-    else:
-        log_len = tl.load(delta_base + seg - 1)
-    y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
-    x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
     g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
     g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
     da_l, da_r, _, _ = _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED)

@@ -52,6 +52,30 @@ def load_segments(base, seg, T, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr):
 
 
 @triton.jit
+def load_vector(base, index, bound, MASKED: tl.constexpr):
+    """base[index]; entries with index >= bound read as 0 when MASKED."""
+    if MASKED:
+        r = tl.load(base + index, mask=index < bound, other=0.0)
+    else:
+        r = tl.load(base + index)
+    return r
+
+
+@triton.jit
+def segment_scores(
+    q, k_base, delta_base, seg, T, scale,
+    HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, MASKED: tl.constexpr,
+):
+    """Keys at both ends of segments ``seg``, the segments' log lengths and the scores of the
+    query rows at their left (x) and right (y) ends."""
+    k_l, k_r = load_segments(k_base, seg, T, HEAD_DIM, MASKED)
+    log_len = load_vector(delta_base - 1, seg, T + 1, MASKED)
+    y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
+    x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
+    return k_l, k_r, log_len, x, y
+
+
+@triton.jit
 def is_interior(j0, last, FIRST, BLOCK_N: tl.constexpr):
     """Whether every row of the block integrates over every segment j0 .. j0 + BLOCK_N - 1, so the
     block needs no masks: 15 % fewer instructions per element (benchmarks/sass_report.py). Rows
@@ -67,14 +91,7 @@ def _forward_block(
     """One block of segments j0 .. j0 + BLOCK_N - 1 (segment j joins points j-1 and j) folded into
     the running max m_i, normaliser z_i and output accumulator acc."""
     seg = j0 + tl.arange(0, BLOCK_N)
-    k_l, k_r = load_segments(k_base, seg, T, HEAD_DIM, MASKED)
-    if MASKED:
-        log_len = tl.load(delta_base + seg - 1, mask=seg <= T, other=0.0)
-    else:
-        log_len = tl.load(delta_base + seg - 1)
-    y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
-    x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
-
+    _, _, log_len, x, y = segment_scores(q, k_base, delta_base, seg, T, scale, HEAD_DIM, DOT_PRECISION, MASKED)
     top, u, left_high = segment_shape(x, y, log_len)
     if MASKED:  # e^-inf = 0 removes a segment
         top = tl.where((seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None]), top, float("-inf"))

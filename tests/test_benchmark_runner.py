@@ -52,7 +52,7 @@ def test_profiles_expand_with_published_settings():
     assert ettm1["model_args"]["d_model"] == 128 and ettm1["lr_schedule"] == "onecycle"
     # both attentions of a setting run side by side
     assert [c["attention"] for c in cells[:2]] == ["softmax", "continuous"]
-    for profile in ("quick", "cpu"):
+    for profile in ("quick", "cpu", "study", "gpu_replicate", "gpu_next"):
         assert run.expand(yaml.safe_load((ROOT / f"benchmarks/grids/{profile}.yaml").read_text()))
 
 

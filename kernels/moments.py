@@ -3,7 +3,9 @@
 Same branches and recurrences as the PyTorch path, so the kernel and the exact path round alike:
 below |u| < 1 the highest moment is a 10-term Taylor series (Horner) and the lower ones follow by
 φ_k = 1/k! + u φ_{k+1}; above, the closed forms, which do not cancel there. Both branches are
-evaluated and selected, as the tile is processed as a whole.
+evaluated and selected, as the tile is processed as a whole. On a GPU, exp and 1/u are the
+hardware's approximate instructions (within 2 ulp of the exact path's), see ``exp`` and
+``reciprocal`` below.
 """
 
 import os

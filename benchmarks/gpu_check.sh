@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU check of the Triton kernel: every kernel test compiled on the GPU, then the quick benchmark.
+# GPU check of the Triton kernel: every kernel test (and the moments check) compiled on the GPU,
+# then the quick benchmark.
 #
 #   OUT=some/dir benchmarks/gpu_check.sh        (OUT defaults to ./gpu_out)
 #
@@ -44,7 +45,7 @@ fi
 XDIST=()
 if "$PY" -c "import xdist" 2>/dev/null; then XDIST=(-p xdist -n 8); fi
 start=$(date +%s)
-timeout 150 "$PY" -m pytest tests/test_kernel_triton.py "${XDIST[@]}" -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log"
+timeout 150 "$PY" -m pytest tests/test_kernel_triton.py tests/test_kernel_moments.py "${XDIST[@]}" -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 if [ "$tests_rc" -eq 0 ] && grep -q "needs CUDA" "$OUT/gpu_tests.log"; then
   echo "gpu_check: GPU tests were skipped (no CUDA, or the interpreter was on): failing" | tee -a "$OUT/gpu_tests.log"

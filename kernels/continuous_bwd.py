@@ -59,18 +59,18 @@ def _preprocess_kernel(OUT, DO, DELTA, T, H, HEAD_DIM: tl.constexpr, BLOCK_M: tl
 
 
 @triton.jit
-def _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED: tl.constexpr):
+def _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED: tl.constexpr, SHORT: tl.constexpr):
     """Per-segment partials for one tile: (∂L/∂a_left, ∂L/∂a_right, P_left, P_right).
 
     ``g_l``, ``g_r`` are dO · v - delta at the left and right endpoints; P are the normalised
     weights wL / Z and wR / Z that the value gradient needs. MASKED: remove the segments outside
-    FIRST .. last of each row (interior tiles have none).
+    FIRST .. last of each row (interior tiles have none). SHORT: half-precision inputs (moments.py).
     """
     top, u, left_high = segment_shape(x, y, log_len)
     if MASKED:  # e^-inf = 0 removes a segment
         top = tl.where((seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None]), top, float("-inf"))
     c = exp(top - lse[:, None])  # Δ e^{max(x, y)} / Z
-    p2, chi, p3, p23, psi = all_moments(u)
+    p2, chi, p3, p23, psi = all_moments(u, SHORT)
     da_l = c * (g_l * tl.where(left_high, p3, psi) + g_r * p23)
     da_r = c * (g_l * p23 + g_r * tl.where(left_high, psi, p3))
     return da_l, da_r, c * tl.where(left_high, p2, chi), c * tl.where(left_high, chi, p2)
@@ -97,7 +97,8 @@ def _dkdv_block(
     x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
     g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
     g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
-    da_l, da_r, p_l, p_r = _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED)
+    da_l, da_r, p_l, p_r = _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED,
+                                              DOT_PRECISION != "ieee")
     da = da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)
     p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
     dk += tl.dot(tl.trans(da.to(q.dtype)), q, input_precision=DOT_PRECISION)
@@ -176,7 +177,8 @@ def _dq_block(
     v_l, v_r = load_segments(v_base, seg, T, HEAD_DIM, MASKED)
     g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
     g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
-    da_l, da_r, _, _ = _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED)
+    da_l, da_r, _, _ = _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED,
+                                              DOT_PRECISION != "ieee")
     dq += tl.dot(da_l.to(k_l.dtype), k_l, input_precision=DOT_PRECISION)
     dq += tl.dot(da_r.to(k_r.dtype), k_r, input_precision=DOT_PRECISION)
     return dq

@@ -98,7 +98,7 @@ def _forward_block(
     m_new = tl.maximum(m_i, tl.max(top, 1))
     m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no segment yet
     e = exp(top - m_ref[:, None])
-    p_high, p_low = forward_moments(u)
+    p_high, p_low = forward_moments(u, DOT_PRECISION != "ieee")  # half-precision inputs: shorter series
     w_l = e * tl.where(left_high, p_high, p_low)
     w_r = e * tl.where(left_high, p_low, p_high)
     alpha = exp(m_i - m_ref)

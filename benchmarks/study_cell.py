@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import resource
+import shutil
 import time
 from pathlib import Path
 
@@ -70,7 +71,11 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     module = ForecastingModule(model, lr=float(cell["lr"]), lr_schedule=cell["lr_schedule"],
                                pct_start=float(cell.get("pct_start", 0.3)))
     clock = EpochClock()
-    ckpt = ModelCheckpoint(dirpath=out_dir, filename="best", monitor="val_mse", mode="min", save_top_k=1)
+    # Its own folder, emptied first: a cell restarted after an interruption must not find (or be
+    # warned about) the checkpoint of the run that was cut.
+    ckpt_dir = out_dir / "checkpoint"
+    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    ckpt = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_mse", mode="min", save_top_k=1)
     trainer = L.Trainer(
         accelerator=cell.get("accelerator", "cpu"), max_epochs=int(cell["max_epochs"]),
         limit_train_batches=cell.get("limit_train_batches", 1.0),
@@ -85,7 +90,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     test = trainer.test(module, dm, ckpt_path=ckpt.best_model_path, verbose=False)[0]
     wall = time.perf_counter() - t0
     best_epoch = int(min(range(len(clock.val_mse)), key=clock.val_mse.__getitem__)) if clock.val_mse else -1
-    Path(ckpt.best_model_path).unlink(missing_ok=True)  # results are the numbers; keep the disk small
+    shutil.rmtree(ckpt_dir, ignore_errors=True)  # results are the numbers; keep the disk small
     return {
         "test_mse": test["test_mse"],
         "test_mae": test["test_mae"],

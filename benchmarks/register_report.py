@@ -30,12 +30,12 @@ from ts_continuum.kernels import continuous_bwd, continuous_fwd, tuning  # noqa:
 SCALARS = dict(T="i32", H="i32", stride_delta_b="i32", stride_last_b="i32", scale="fp32", FIRST="i32", T_BUCKET="i32")
 TENSORS_IN_DTYPE = {"Q", "K", "V", "DO", "OUT", "DQ", "DK", "DV"}
 KERNELS = {  # name: (kernel, pointer arguments, candidate table, further constexprs)
-    "forward": (continuous_fwd._forward_kernel, "Q K V LOG_DELTA LAST OUT LSE", tuning.QUERY_MAJOR, {}),
-    "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG_DELTA LAST DK DV DQ", tuning.KEY_MAJOR,
+    "forward": (continuous_fwd._forward_kernel, "Q K V LOG2_DELTA LAST OUT LSE", tuning.QUERY_MAJOR, {}),
+    "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST DK DV DQ", tuning.KEY_MAJOR,
              dict(ATOMIC_DQ=False)),
-    "dq": (continuous_bwd._dq_kernel, "Q K V DO LSE DELTA LOG_DELTA LAST DQ", tuning.QUERY_MAJOR, {}),
+    "dq": (continuous_bwd._dq_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST DQ", tuning.QUERY_MAJOR, {}),
     # TS_CONTINUUM_DQ=atomic: the dK/dV pass also adds dQ into a float32 buffer; no dq pass
-    "dkdv+dq": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG_DELTA LAST DK DV DQ", tuning.KEY_MAJOR_ATOMIC_DQ,
+    "dkdv+dq": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST DK DV DQ", tuning.KEY_MAJOR_ATOMIC_DQ,
                 dict(ATOMIC_DQ=True)),
 }
 FLOAT32_BUFFERS = {"dkdv+dq": {"DQ"}}

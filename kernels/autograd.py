@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ts_continuum.attention.reference import SegmentLayout
@@ -30,19 +32,20 @@ class ContinuousAttentionTriton(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k_ext, v_ext, log_delta, last, first, scale):
         q, k_ext, v_ext = q.contiguous(), k_ext.contiguous(), v_ext.contiguous()
-        log_delta = log_delta.to(torch.float32).contiguous()
+        # The kernels work in base 2 (moments.segment_shape): log2 Δ = log Δ · log2 e.
+        log2_delta = (log_delta.to(torch.float32) * math.log2(math.e)).contiguous()
         last = last.to(torch.int32).contiguous()
-        out, lse = forward(q, k_ext, v_ext, log_delta, last, first, scale)
-        ctx.save_for_backward(q, k_ext, v_ext, log_delta, last, out, lse)
+        out, lse = forward(q, k_ext, v_ext, log2_delta, last, first, scale)
+        ctx.save_for_backward(q, k_ext, v_ext, log2_delta, last, out, lse)
         ctx.first, ctx.scale = first, scale
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
-        q, k_ext, v_ext, log_delta, last, out, lse = ctx.saved_tensors
+        q, k_ext, v_ext, log2_delta, last, out, lse = ctx.saved_tensors
         grad_out = grad_out.to(q.dtype).contiguous()
-        dq, dk, dv = backward(q, k_ext, v_ext, out, grad_out, lse, log_delta, last, ctx.first, ctx.scale)
+        dq, dk, dv = backward(q, k_ext, v_ext, out, grad_out, lse, log2_delta, last, ctx.first, ctx.scale)
         return dq, dk, dv, None, None, None, None
 
 

@@ -38,9 +38,9 @@ import triton
 import triton.language as tl
 
 from .continuous_fwd import (
-    batch_stride, dot_precision, is_interior, load_segments, load_vector, query_program, segment_scores,
+    batch_stride, dot_precision, is_interior, load_segments, load_vector, query_program, segment_products,
 )
-from .moments import all_moments, exp, segment_shape
+from .moments import all_moments, segment_shape
 from .tuning import DYNAMIC, KEY_MAJOR, KEY_MAJOR_ATOMIC_DQ, QUERY_MAJOR, TunedKernel, length_bucket
 
 PREPROCESS_ROWS = 64
@@ -60,17 +60,20 @@ def _preprocess_kernel(OUT, DO, DELTA, T, H, HEAD_DIM: tl.constexpr, BLOCK_M: tl
 
 
 @triton.jit
-def _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED: tl.constexpr, SHORT: tl.constexpr):
+def _segment_gradients(
+    x, y, log2_len, lse, scale, g_l, g_r, seg, last, FIRST, MASKED: tl.constexpr, SHORT: tl.constexpr,
+):
     """Per-segment partials for one tile: (∂L/∂a_left, ∂L/∂a_right, P_left, P_right).
 
-    ``g_l``, ``g_r`` are dO · v - delta at the left and right endpoints; P are the normalised
+    ``x``, ``y`` are the unscaled products q·k and ``lse`` the forward's log2 normaliser
+    (moments.segment_shape); ``g_l``, ``g_r`` are dO · v - delta at the left and right endpoints; P are the normalised
     weights wL / Z and wR / Z that the value gradient needs. MASKED: remove the segments outside
     FIRST .. last of each row (interior tiles have none). SHORT: half-precision inputs (moments.py).
     """
-    top, u, left_high = segment_shape(x, y, log_len)
+    top, u, left_high = segment_shape(x, y, log2_len, scale)
     if MASKED:  # e^-inf = 0 removes a segment
         top = tl.where((seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None]), top, float("-inf"))
-    c = exp(top - lse[:, None])  # Δ e^{max(x, y)} / Z
+    c = tl.exp2(top - lse[:, None])  # Δ e^{max(a, b)} / Z
     p2, chi, p3, p23, psi = all_moments(u, SHORT)
     da_l = c * (g_l * tl.where(left_high, p3, psi) + g_r * p23)
     da_r = c * (g_l * p23 + g_r * tl.where(left_high, psi, p3))
@@ -80,7 +83,7 @@ def _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED: t
 @triton.jit
 def _dkdv_block(
     Q, DO, LSE, DELTA, DQ, qd_base, lse_base, rows, last, seg, T, FIRST, scale,
-    k_l, k_r, v_l, v_r, log_len, shift, k_l_dq, k_r_dq, dk, dv,
+    k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, ATOMIC_DQ: tl.constexpr, MASKED: tl.constexpr,
 ):
     """One query block's contribution to the resident points' dK, dV (and to its rows' dQ)."""
@@ -94,11 +97,11 @@ def _dkdv_block(
         do = tl.load(DO + offs)
     lse = load_vector(LSE + lse_base, rows, T, MASKED)
     delta = load_vector(DELTA + lse_base, rows, T, MASKED)
-    y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
-    x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
+    y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION)
+    x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION)
     g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
     g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
-    da_l, da_r, p_l, p_r = _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED,
+    da_l, da_r, p_l, p_r = _segment_gradients(x, y, log2_len, lse, scale, g_l, g_r, seg, last, FIRST, MASKED,
                                               DOT_PRECISION != "ieee")
     da = da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)
     p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
@@ -116,7 +119,7 @@ def _dkdv_block(
 
 @triton.jit(do_not_specialize=DYNAMIC)
 def _dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, LOG_DELTA, LAST, DK, DV, DQ,
+    Q, K, V, DO, LSE, DELTA, LOG2_DELTA, LAST, DK, DV, DQ,
     T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ATOMIC_DQ: tl.constexpr,
@@ -138,7 +141,7 @@ def _dkdv_kernel(
     k_l = tl.load(k_base + left, mask=seg_in[:, None], other=0.0)
     v_r = tl.load(v_base + right, mask=seg_in[:, None], other=0.0)
     v_l = tl.load(v_base + left, mask=seg_in[:, None], other=0.0)
-    log_len = tl.load(LOG_DELTA + b * stride_delta_b + seg - 1, mask=seg_in, other=0.0)
+    log2_len = tl.load(LOG2_DELTA + b * stride_delta_b + seg - 1, mask=seg_in, other=0.0)
 
     # shift[r, c] = 1 where r = c + 1: (partial @ shift)[:, c] = partial[:, c + 1]
     shift = (cols[:, None] == cols[None, :] + 1).to(k_r.dtype)
@@ -154,11 +157,11 @@ def _dkdv_kernel(
         last = tl.load(LAST + b * stride_last_b + rows, mask=rows < T, other=0)
         if is_interior(p0, last, FIRST, BLOCK_N):  # every row takes every segment of the tile
             dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, qd_base, bh * T, rows, last, seg, T, FIRST, scale,
-                                 k_l, k_r, v_l, v_r, log_len, shift, k_l_dq, k_r_dq, dk, dv,
+                                 k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
                                  HEAD_DIM, DOT_PRECISION, ATOMIC_DQ, False)
         elif tl.max(last, 0) >= p0:  # else no row of this block reaches these segments
             dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, qd_base, bh * T, rows, last, seg, T, FIRST, scale,
-                                 k_l, k_r, v_l, v_r, log_len, shift, k_l_dq, k_r_dq, dk, dv,
+                                 k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
                                  HEAD_DIM, DOT_PRECISION, ATOMIC_DQ, True)
 
     point = p0 + cols
@@ -174,12 +177,12 @@ def _dq_block(
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
 ):
     seg = j0 + tl.arange(0, BLOCK_N)
-    k_l, k_r, log_len, x, y = segment_scores(q, k_base, delta_base, seg, T, scale, HEAD_DIM, DOT_PRECISION, MASKED)
+    k_l, k_r, log2_len, x, y = segment_products(q, k_base, delta_base, seg, T, HEAD_DIM, DOT_PRECISION, MASKED)
     v_l, v_r = load_segments(v_base, seg, T, HEAD_DIM, MASKED)
     g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
     g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
-    da_l, da_r, _, _ = _segment_gradients(x, y, log_len, lse, g_l, g_r, seg, last, FIRST, MASKED,
-                                              DOT_PRECISION != "ieee")
+    da_l, da_r, _, _ = _segment_gradients(x, y, log2_len, lse, scale, g_l, g_r, seg, last, FIRST, MASKED,
+                                          DOT_PRECISION != "ieee")
     dq += tl.dot(da_l.to(k_l.dtype), k_l, input_precision=DOT_PRECISION)
     dq += tl.dot(da_r.to(k_r.dtype), k_r, input_precision=DOT_PRECISION)
     return dq
@@ -187,7 +190,7 @@ def _dq_block(
 
 @triton.jit(do_not_specialize=DYNAMIC)
 def _dq_kernel(
-    Q, K, V, DO, LSE, DELTA, LOG_DELTA, LAST, DQ,
+    Q, K, V, DO, LSE, DELTA, LOG2_DELTA, LAST, DQ,
     T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
@@ -203,7 +206,7 @@ def _dq_kernel(
     last = tl.load(LAST + b * stride_last_b + rows, mask=row_in, other=0)
     k_base = K + bh * (T + 1) * HEAD_DIM
     v_base = V + bh * (T + 1) * HEAD_DIM
-    delta_base = LOG_DELTA + b * stride_delta_b
+    delta_base = LOG2_DELTA + b * stride_delta_b
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     for j0 in range(1, tl.max(last, 0) + 1, BLOCK_N):
@@ -230,9 +233,10 @@ def dq_mode() -> str:
 
 def backward(
     q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, out: torch.Tensor, grad_out: torch.Tensor,
-    lse: torch.Tensor, log_delta: torch.Tensor, last: torch.Tensor, first: int, scale: float,
+    lse: torch.Tensor, log2_delta: torch.Tensor, last: torch.Tensor, first: int, scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dq, dk_ext, dv_ext) in the inputs' dtypes; inputs contiguous, as for :func:`forward`."""
+    """(dq, dk_ext, dv_ext) in the inputs' dtypes; inputs contiguous, as for :func:`forward`, and
+    ``lse`` the forward's (log2 units)."""
     B, H, T, D = q.shape
     delta = torch.empty_like(lse)
     _preprocess_kernel[(triton.cdiv(T, PREPROCESS_ROWS) * B * H,)](
@@ -240,10 +244,10 @@ def backward(
     )
     dk = torch.empty_like(k_ext)
     dv = torch.empty_like(v_ext)
-    shared = (T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T))
+    shared = (T, H, batch_stride(log2_delta), batch_stride(last), scale, first, length_bucket(T))
     meta = dict(HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype))
     grid_kv = lambda m: (triton.cdiv(T + 1, m["BLOCK_N"] - 1) * B * H,)  # noqa: E731
-    inputs = (q, k_ext, v_ext, grad_out, lse, delta, log_delta, last)
+    inputs = (q, k_ext, v_ext, grad_out, lse, delta, log2_delta, last)
     if dq_mode() == "atomic":
         dq32 = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
         _DKDV_ATOMIC_DQ.launch(grid_kv, D, q.dtype, *inputs, dk, dv, dq32, *shared, **meta, ATOMIC_DQ=True)

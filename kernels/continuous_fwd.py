@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .moments import exp, forward_moments, segment_shape
+from .moments import forward_moments, segment_shape
 from .tuning import DYNAMIC, QUERY_MAJOR, TunedKernel, length_bucket
 
 
@@ -62,17 +62,17 @@ def load_vector(base, index, bound, MASKED: tl.constexpr):
 
 
 @triton.jit
-def segment_scores(
-    q, k_base, delta_base, seg, T, scale,
+def segment_products(
+    q, k_base, delta_base, seg, T,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, MASKED: tl.constexpr,
 ):
-    """Keys at both ends of segments ``seg``, the segments' log lengths and the scores of the
-    query rows at their left (x) and right (y) ends."""
+    """Keys at both ends of segments ``seg``, the segments' log2 lengths and the unscaled products
+    q·k of the query rows with their left (x) and right (y) ends (segment_shape scales them)."""
     k_l, k_r = load_segments(k_base, seg, T, HEAD_DIM, MASKED)
-    log_len = load_vector(delta_base - 1, seg, T + 1, MASKED)
-    y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION) * scale
-    x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION) * scale
-    return k_l, k_r, log_len, x, y
+    log2_len = load_vector(delta_base - 1, seg, T + 1, MASKED)
+    y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION)
+    x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION)
+    return k_l, k_r, log2_len, x, y
 
 
 @triton.jit
@@ -89,19 +89,19 @@ def _forward_block(
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
 ):
     """One block of segments j0 .. j0 + BLOCK_N - 1 (segment j joins points j-1 and j) folded into
-    the running max m_i, normaliser z_i and output accumulator acc."""
+    the running max m_i (log2 units), normaliser z_i and output accumulator acc."""
     seg = j0 + tl.arange(0, BLOCK_N)
-    _, _, log_len, x, y = segment_scores(q, k_base, delta_base, seg, T, scale, HEAD_DIM, DOT_PRECISION, MASKED)
-    top, u, left_high = segment_shape(x, y, log_len)
+    _, _, log2_len, x, y = segment_products(q, k_base, delta_base, seg, T, HEAD_DIM, DOT_PRECISION, MASKED)
+    top, u, left_high = segment_shape(x, y, log2_len, scale)
     if MASKED:  # e^-inf = 0 removes a segment
         top = tl.where((seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None]), top, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(top, 1))
     m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no segment yet
-    e = exp(top - m_ref[:, None])
+    e = tl.exp2(top - m_ref[:, None])
     p_high, p_low = forward_moments(u, DOT_PRECISION != "ieee")  # half-precision inputs: shorter series
     w_l = e * tl.where(left_high, p_high, p_low)
     w_r = e * tl.where(left_high, p_low, p_high)
-    alpha = exp(m_i - m_ref)
+    alpha = tl.exp2(m_i - m_ref)
     z_i = z_i * alpha + tl.sum(w_l + w_r, 1)
 
     v_l, v_r = load_segments(v_base, seg, T, HEAD_DIM, MASKED)
@@ -113,7 +113,7 @@ def _forward_block(
 
 @triton.jit(do_not_specialize=DYNAMIC)
 def _forward_kernel(
-    Q, K, V, LOG_DELTA, LAST, OUT, LSE,
+    Q, K, V, LOG2_DELTA, LAST, OUT, LSE,
     T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
@@ -126,7 +126,7 @@ def _forward_kernel(
     last = tl.load(LAST + b * stride_last_b + rows, mask=row_in, other=0)
     k_base = K + bh * (T + 1) * HEAD_DIM
     v_base = V + bh * (T + 1) * HEAD_DIM
-    delta_base = LOG_DELTA + b * stride_delta_b
+    delta_base = LOG2_DELTA + b * stride_delta_b
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     z_i = tl.zeros([BLOCK_M], tl.float32)
@@ -143,7 +143,7 @@ def _forward_kernel(
     has = z_i > 0.0
     z_safe = tl.where(has, z_i, 1.0)
     out = acc / z_safe[:, None]
-    lse = tl.where(has, m_i + tl.log(z_safe), 0.0)
+    lse = tl.where(has, m_i + tl.log2(z_safe), 0.0)
     tl.store(OUT + bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :], out.to(OUT.dtype.element_ty),
              mask=row_in[:, None])
     tl.store(LSE + bh * T + rows, lse, mask=row_in)
@@ -163,12 +163,14 @@ def batch_stride(t: torch.Tensor) -> int:
 
 
 def forward(
-    q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, log_delta: torch.Tensor,
+    q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, log2_delta: torch.Tensor,
     last: torch.Tensor, first: int, scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Output (B, H, T, D) in q's dtype and row log-normaliser LSE (B, H, T) in float32.
+    """Output (B, H, T, D) in q's dtype and the row log-normaliser (B, H, T) in float32, in log2
+    units as the kernels work (log2 Z = LSE · log2 e).
 
-    Inputs contiguous; ``log_delta`` float32 and ``last`` int32, both (B|1, T).
+    Inputs contiguous; ``log2_delta`` (log2 of the segment lengths) float32 and ``last`` int32,
+    both (B|1, T).
     """
     B, H, T, D = q.shape
     out = torch.empty_like(q)
@@ -176,8 +178,8 @@ def forward(
     grid = lambda meta: (triton.cdiv(T, meta["BLOCK_M"]) * B * H,)  # noqa: E731
     _FORWARD.launch(
         grid, D, q.dtype,
-        q, k_ext, v_ext, log_delta, last, out, lse,
-        T, H, batch_stride(log_delta), batch_stride(last), scale, first, length_bucket(T),
+        q, k_ext, v_ext, log2_delta, last, out, lse,
+        T, H, batch_stride(log2_delta), batch_stride(last), scale, first, length_bucket(T),
         HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype),
     )
     return out, lse

@@ -122,10 +122,16 @@ def all_moments(u, SHORT: tl.constexpr):
 
 
 @triton.jit
-def segment_shape(x, y, log_len):
-    """For scores x = a_{j-1}, y = a_j of segment j: (log Δ_j + max(x, y), u = -|x - y|, x >= y).
+def segment_shape(x, y, log2_len, scale):
+    """For the unscaled products x = q·k_{j-1}, y = q·k_j of segment j (scores a = scale · x, b =
+    scale · y): (top, u, x >= y) with top = log2 Δ_j + max(a, b) · log2(e), u = -|a - b|.
 
-    Folding log Δ into the maximum keeps every weight Δ e^{max - m} φ in (0, 1] whatever the
-    segment lengths, so half-precision casts of the weights cannot overflow.
+    Why base 2 and unscaled: top is one FFMA on the products, and each weight's exponential
+    2^(top - m) is one subtraction and one MUFU.EX2, 3 instructions per score element fewer than
+    scaling both products and computing e^x as 2^(x · log2 e) (benchmarks/sass_report.py). The
+    running maximum and the saved LSE are therefore in log2 units. Folding log Δ into the maximum
+    keeps every weight Δ e^{max - m} φ in (0, 1] whatever the segment lengths, so half-precision
+    casts of the weights cannot overflow.
     """
-    return tl.maximum(x, y) + log_len[None, :], -tl.abs(x - y), x >= y
+    d = x - y
+    return tl.fma(tl.maximum(x, y), scale * LOG2E, log2_len[None, :]), tl.abs(d) * -scale, d >= 0.0

@@ -2,7 +2,8 @@
 
 Same branches and recurrences as the PyTorch path, so the kernel and the exact path round alike:
 below |u| < 1 the highest moment is a 10-term Taylor series (Horner) and the lower ones follow by
-φ_k = 1/k! + u φ_{k+1}; above, the closed forms, which do not cancel there. Both branches are
+φ_k = 1/k! + u φ_{k+1}; above, integration by parts from φ1 = (e^u - 1) / u upwards, which does
+not cancel there. Both branches are
 evaluated and selected, as the tile is processed as a whole. On a GPU, exp and 1/u are the
 hardware's approximate instructions (``exp`` and ``reciprocal`` below; ``tl.exp`` was one too), so
 results agree with the exact path to float32 test tolerance, not bit for bit.
@@ -86,8 +87,9 @@ def forward_moments(u, SHORT: tl.constexpr):
     ul = tl.where(small, -1.0, u)
     e = exp(ul)
     inv = reciprocal(ul)
-    chi_l = (e * (ul - 1.0) + 1.0) * inv * inv
-    p2_l = (e - 1.0) * inv - chi_l
+    p1_l = e * inv - inv  # one FFMA
+    chi_l = (e - p1_l) * inv
+    p2_l = p1_l - chi_l
     return tl.where(small, p2_s, p2_l), tl.where(small, chi_s, chi_l)
 
 
@@ -105,13 +107,12 @@ def all_moments(u, SHORT: tl.constexpr):
     ul = tl.where(small, -1.0, u)
     e = exp(ul)
     inv = reciprocal(ul)
-    inv2 = inv * inv
-    inv3 = inv2 * inv
-    chi_l = (e * (ul - 1.0) + 1.0) * inv2
-    p2_l = (e - 1.0) * inv - chi_l
-    p23_l = (e * (ul - 2.0) + ul + 2.0) * inv3
+    p1_l = e * inv - inv
+    chi_l = (e - p1_l) * inv
+    p2_l = p1_l - chi_l
+    psi_l = (e - 2.0 * chi_l) * inv
+    p23_l = chi_l - psi_l
     p3_l = p2_l - p23_l
-    psi_l = (e * (ul * ul - 2.0 * ul + 2.0) - 2.0) * inv3
     return (
         tl.where(small, p2_s, p2_l),
         tl.where(small, chi_s, chi_l),

@@ -131,6 +131,22 @@ def test_large_scores_and_long_segments_stay_exact_float32():
     assert_float32_match([8 * q, *rest], "zero", atol=1e-4, rtol=1e-4, **kw)
 
 
+@pytest.mark.parametrize("rise", [0.02, 2.0])
+@pytest.mark.parametrize("causal", [False, True])
+def test_scores_rising_along_the_sequence_float32(rise, causal):
+    """Scores rising by ``rise`` per point: the running maximum grows a little (0.02) or by far more
+    than float32 could hold unrescaled (2.0: up to 128 over the sequence, beyond e^88) in every
+    block. Both cases caught mutations of a lazily rescaling forward (FlashAttention-4's scheme;
+    not kept: on sm_90 its block-wide test cost what its skipped multiplies saved)."""
+    T = 64
+    (q, k, *rest), kw = make_case(B=1, H=2, T=T, seed=12)
+    ramp = rise * torch.arange(T, device=DEVICE, dtype=torch.float32)
+    q, k = q.clone(), 0.1 * k
+    q[..., 0] = 4.0  # default scale 1/4: the scores are about the ramp
+    k[..., 0] += ramp
+    assert_float32_match([q, k, *rest], "learned", atol=1e-4, rtol=1e-4, causal=causal, **kw)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("sink", ["zero", "learned"])
 def test_float16_within_flash_attention_rule(causal, sink):

@@ -23,7 +23,7 @@ aligned and shifted by one row, as in the forward.
 dQ has two implementations (``TS_CONTINUUM_DQ``): ``pass`` (default), the separate dQ pass, which
 evaluates the segment moments a second time; and ``atomic``, which adds each tile's dQ share from
 the dK/dV pass into a float32 buffer with atomics, as FlashAttention-2 does, so the moments are
-evaluated once in the backward. ``atomic`` needs about 37 % fewer backward instructions per score
+evaluated once in the backward. ``atomic`` needs about 35 % fewer backward instructions per score
 element at D = 64 (benchmarks/sass_report.py) but its sums depend on scheduling (not bitwise
 reproducible), and its
 speed against ``pass`` is for a GPU to decide (benchmarks/kernel_bench.py times both).

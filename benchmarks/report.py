@@ -137,7 +137,7 @@ def published_table(df: pd.DataFrame) -> str:
 
 
 def cost_table(df: pd.DataFrame) -> str:
-    lines = ["| model | dataset | attention | s / training epoch (median) | cells | threads |", "|---|---|---|---|---|---|"]
+    lines = ["| model | dataset | attention | s / epoch incl. validation (median) | cells | threads |", "|---|---|---|---|---|---|"]
     for (model, dataset, attention), grp in df.groupby(["model", "dataset", "attention"]):
         lines.append(f"| {model} | {dataset} | {attention} | {grp['train_s_per_epoch'].median():.1f} | {len(grp)} | "
                      f"{int(grp['threads'].iloc[0])} |")

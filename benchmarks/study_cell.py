@@ -37,7 +37,12 @@ def cell_id(cell: dict) -> str:
 
 
 class EpochClock(Callback):
-    """Wall time of each training epoch (validation excluded) and the validation curve."""
+    """Wall time of each training epoch and the validation curve.
+
+    The time includes the epoch's validation pass: Lightning runs it before ``on_train_epoch_end``
+    (about a tenth of an epoch here: forward only, on a third as many windows). The results column
+    keeps its name, ``train_s_per_epoch``; training cost proper is measured by benchmarks/train_cost.py.
+    """
 
     def __init__(self):
         self.train_seconds: list[float] = []

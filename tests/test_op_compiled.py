@@ -39,3 +39,45 @@ def test_compile_can_be_switched_off(monkeypatch):
     assert backends.select("auto", q, 2, 2).kernels is backends.EAGER_KERNELS
     monkeypatch.setenv(backends.COMPILE_ENV, "1")
     assert backends.select("auto", q, 2, 2).kernels is not backends.EAGER_KERNELS
+
+
+def _cache_entries(fn) -> int:
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    return len(_debug_get_cache_entry_list(fn.__code__))
+
+
+def _call(B, H, T, D, mode, seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(B, H, T, D, generator=g) for _ in range(3))
+    times = torch.cumsum(0.3 + torch.rand(B, T, generator=g), -1)
+    if mode == "train":
+        q, k, v = (t.requires_grad_(True) for t in (q, k, v))
+        continuous_attention(q, k, v, times=times, causal=True, backend="auto").sum().backward()
+    elif mode == "no_grad":
+        with torch.no_grad():
+            continuous_attention(q, k, v, times=times, backend="auto")
+    else:  # Lightning evaluates under inference mode
+        with torch.inference_mode():
+            q, k, v, times = (t.clone() for t in (q, k, v, times))
+            continuous_attention(q, k, v, times=times, backend="auto")
+
+
+@pytest.mark.slow
+def test_a_training_process_keeps_its_compiled_tiles(monkeypatch):
+    """Training, validation (no grad) and Lightning's inference-mode evaluation, with new batch
+    sizes, lengths and head dims, reuse the compiled tiles: before, each difference recompiled and
+    after 8 versions torch ran the eager path for the rest of the process (the study's continuous
+    cells trained at eager speed)."""
+    monkeypatch.setenv(backends.COMPILE_ENV, "1")
+    from ts_continuum.attention.reference import backward_tile, forward_tile
+
+    # sizes all distinct within a call, none 1: torch specialises on equal and unit sizes
+    for i, mode in enumerate(["train", "no_grad", "inference"]):
+        _call(2, 3, 9, 5, mode, seed=i)
+    seen = _cache_entries(forward_tile), _cache_entries(backward_tile)
+    for i, mode in enumerate(["train", "no_grad", "inference"] * 2):
+        B, H, T, D = [(3, 2, 13, 6), (4, 5, 8, 7), (6, 4, 11, 3)][i % 3]
+        _call(B + i, H, T + 2 * i, D, mode, seed=10 + i)
+    assert (_cache_entries(forward_tile), _cache_entries(backward_tile)) == seen, "the tiles were recompiled"
+    assert not backends._compiled.failed

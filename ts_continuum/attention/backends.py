@@ -40,19 +40,35 @@ class TorchPath:
         return ContinuousAttentionFunction.apply(q, k_ext, v_ext, log_delta.to(work), layout, scale, self.kernels)
 
 
+# Compiled variants allowed per tile function (torch's default is 8 per function, after which it
+# runs eager for the rest of the process without saying so in a training log).
+RECOMPILE_LIMIT = 32
+
+
 class _CompiledTiles:
     """The tile functions under torch.compile, falling back to eager (once, with a warning) if
-    compilation fails on this machine, e.g. when no C++ compiler is installed."""
+    compilation fails on this machine, e.g. when no C++ compiler is installed.
+
+    Why dynamic shapes and detached inputs: a training process calls the tiles with every batch
+    size, sequence length and stride its data produce, with tensors that require grad (training)
+    and not (validation), and with inference tensors (Lightning's evaluation). Each of those
+    differences failed a guard and recompiled; after 8 versions torch silently fell back to eager
+    for the rest of the process, which made long runs (the study runner, notebooks) train at the
+    eager path's speed. With dynamic shapes and detached inputs (the tiles are pure functions whose
+    gradients come from the closed-form backward, not autograd) the variants are a handful.
+    """
 
     def __init__(self):
-        self._fwd = torch.compile(forward_tile, dynamic=None)
-        self._bwd = torch.compile(backward_tile, dynamic=None)
+        self._fwd = torch.compile(forward_tile, dynamic=True)
+        self._bwd = torch.compile(backward_tile, dynamic=True)
         self.failed = False
 
     def _call(self, compiled, eager, *args):
         if not self.failed:
+            args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
             try:
-                return compiled(*args)
+                with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+                    return compiled(*args)
             except Exception as exc:  # compiler missing or broken: the eager path gives the same numbers
                 self.failed = True
                 warnings.warn(

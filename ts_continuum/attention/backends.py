@@ -55,7 +55,9 @@ class _CompiledTiles:
     differences failed a guard and recompiled; after 8 versions torch silently fell back to eager
     for the rest of the process, which made long runs (the study runner, notebooks) train at the
     eager path's speed. With dynamic shapes and detached inputs (the tiles are pure functions whose
-    gradients come from the closed-form backward, not autograd) the variants are a handful.
+    gradients come from the closed-form backward, not autograd) the variants are a handful. The
+    dynamic-shape code was 3 % slower than shape-specialised code on PatchTST's attention shape
+    (896 x 4 heads x 42 patches x 4, forward+backward, interleaved, 2 threads, shared machine).
     """
 
     def __init__(self):

@@ -78,18 +78,24 @@ def _phi3_taylor(u, SHORT: tl.constexpr):
 
 
 @triton.jit
+def _by_parts(u):
+    """(e^u, 1/u, φ2, χ) at u <= -1 by integration by parts (phi._by_parts); u > -1 reads as -1."""
+    ul = tl.where(u > -1.0, -1.0, u)
+    e = exp(ul)
+    inv = reciprocal(ul)
+    p1 = e * inv - inv  # one FFMA
+    chi = (e - p1) * inv
+    return e, inv, p1 - chi, chi
+
+
+@triton.jit
 def forward_moments(u, SHORT: tl.constexpr):
     """(φ2, χ): the weights a segment puts on its high and its low endpoint, over Δ e^high."""
     small = u > -1.0
     us = tl.where(small, u, 0.0)
     p2_s = _phi2_taylor(us, SHORT)
     chi_s = 1.0 + us * p2_s - p2_s
-    ul = tl.where(small, -1.0, u)
-    e = exp(ul)
-    inv = reciprocal(ul)
-    p1_l = e * inv - inv  # one FFMA
-    chi_l = (e - p1_l) * inv
-    p2_l = p1_l - chi_l
+    _, _, p2_l, chi_l = _by_parts(u)
     return tl.where(small, p2_s, p2_l), tl.where(small, chi_s, chi_l)
 
 
@@ -103,12 +109,7 @@ def all_moments(u, SHORT: tl.constexpr):
     chi_s = 1.0 + us * p2_s - p2_s
     psi_s = chi_s - (p2_s - p3_s)
 
-    ul = tl.where(small, -1.0, u)
-    e = exp(ul)
-    inv = reciprocal(ul)
-    p1_l = e * inv - inv
-    chi_l = (e - p1_l) * inv
-    p2_l = p1_l - chi_l
+    e, inv, p2_l, chi_l = _by_parts(u)
     psi_l = (e - 2.0 * chi_l) * inv
     # the branches meet in (φ2, χ, ψ3): three selects instead of five (phi.all_moments)
     p2 = tl.where(small, p2_s, p2_l)

@@ -51,6 +51,17 @@ def _phi3_taylor(u: torch.Tensor) -> torch.Tensor:
     return _horner(u, [2.0 / math.factorial(k + 3) for k in range(n)])
 
 
+def _by_parts(u: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(e^u, 1/u, φ2, χ) at u <= -1: φ1 = (e^u - 1) / u, χ = (e^u - φ1) / u, φ2 = φ1 - χ. The values
+    at u > -1 are replaced by those at -1, so they stay finite where the series branch is taken."""
+    ul = torch.where(u > -TAYLOR_CUTOFF, torch.full_like(u, -TAYLOR_CUTOFF), u)
+    e = torch.exp(ul)
+    inv = 1.0 / ul
+    p1 = (e - 1.0) * inv
+    chi = (e - p1) * inv
+    return e, inv, p1 - chi, chi
+
+
 def forward_moments(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(φ2, χ) at u <= 0: the weights a segment puts on its high and its low endpoint."""
     small = u > -TAYLOR_CUTOFF
@@ -58,13 +69,7 @@ def forward_moments(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     us = torch.where(small, u, torch.zeros_like(u))
     p2_s = _phi2_taylor(us)
     chi_s = 1.0 + us * p2_s - p2_s
-    # Integration by parts (u <= -1): φ1 = (e^u - 1) / u, χ = (e^u - φ1) / u, φ2 = φ1 - χ.
-    ul = torch.where(small, torch.full_like(u, -TAYLOR_CUTOFF), u)
-    e = torch.exp(ul)
-    inv = 1.0 / ul
-    p1_l = (e - 1.0) * inv
-    chi_l = (e - p1_l) * inv
-    p2_l = p1_l - chi_l
+    _, _, p2_l, chi_l = _by_parts(u)
     return torch.where(small, p2_s, p2_l), torch.where(small, chi_s, chi_l)
 
 
@@ -78,12 +83,7 @@ def all_moments(u: torch.Tensor) -> tuple[torch.Tensor, ...]:
     chi_s = p1_s - p2_s
     psi_s = chi_s - (p2_s - p3_s)
 
-    ul = torch.where(small, torch.full_like(u, -TAYLOR_CUTOFF), u)
-    e = torch.exp(ul)
-    inv = 1.0 / ul
-    p1_l = (e - 1.0) * inv
-    chi_l = (e - p1_l) * inv
-    p2_l = p1_l - chi_l
+    e, inv, p2_l, chi_l = _by_parts(u)
     psi_l = (e - 2.0 * chi_l) * inv
 
     # The branches meet in (φ2, χ, ψ3); φ23 and φ3 follow as on the closed branch (round-off of a

@@ -276,6 +276,8 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
             "## Paired differences, continuous − softmax (negative = continuous better)",
             "Per regime, over all settings and seeds:",
             paired_table(p, ["regime"]),
+            "Per model, dataset and horizon, over every regime and positional encoding:",
+            paired_table(p, ["model", "dataset", "horizon"]),
             "Per setting:",
             paired_table(p, SETTING),
             "Early training: validation MSE after each of the first epochs, paired as above:",

@@ -128,4 +128,5 @@ def test_pooled_report_counts_each_folder_seed_as_a_pair(tmp_path):
     report.main(["--pool", str(tmp_path / "pooled"), str(tmp_path / "cpu"), str(tmp_path / "gpu")])
     text = (tmp_path / "pooled" / "summary.md").read_text()
     assert "| regular | 2 | +0.0020 [" in text, text
+    assert "| patchtst | ETTh1 | 96 | 2 | +0.0020 [" in text, text  # per model, dataset and horizon
     assert "Training cost" not in text

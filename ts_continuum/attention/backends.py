@@ -43,6 +43,8 @@ class TorchPath:
 # Compiled variants allowed per tile function (torch's default is 8 per function, after which it
 # runs eager for the rest of the process without saying so in a training log).
 RECOMPILE_LIMIT = 32
+# torch < 2.6 calls the same setting cache_size_limit
+_LIMIT_SETTING = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
 
 
 class _CompiledTiles:
@@ -69,7 +71,7 @@ class _CompiledTiles:
         if not self.failed:
             args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
             try:
-                with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+                with torch._dynamo.config.patch(**{_LIMIT_SETTING: RECOMPILE_LIMIT}):
                     return compiled(*args)
             except Exception as exc:  # compiler missing or broken: the eager path gives the same numbers
                 self.failed = True

@@ -1,9 +1,9 @@
 """The segment moments of ts_continuum/attention/phi.py as Triton functions (float32, u <= 0).
 
-Same branches and recurrences as the PyTorch path, so the kernel and the exact path round alike:
-below |u| < 1 the highest moment is a 10-term Taylor series (Horner) and the lower ones follow by
-φ_k = 1/k! + u φ_{k+1}; above, integration by parts from φ1 = (e^u - 1) / u upwards, which does
-not cancel there. Both branches are evaluated and selected, as the tile is processed as a whole.
+Same branches and recurrences as the PyTorch path: below |u| < 1 the highest moment is a polynomial
+(Horner; a Chebyshev interpolant of lower degree than the exact path's Taylor series, same accuracy)
+and the lower ones follow by φ_k = 1/k! + u φ_{k+1}; above, integration by parts from
+φ1 = (e^u - 1) / u upwards, which does not cancel there. Both branches are evaluated and selected, as the tile is processed as a whole.
 On a GPU, exp and 1/u are the
 hardware's approximate instructions (``exp`` and ``reciprocal`` below; ``tl.exp`` was one too), so
 results agree with the exact path to float32 test tolerance, not bit for bit.
@@ -40,41 +40,43 @@ def reciprocal(x):
     return r
 
 
-# Taylor branch: 10 terms for float32 inputs; 7 for half-precision inputs (SHORT), whose truncation
-# (at most 2e-5 relative, χ at u = -1; tests/test_kernel_moments.py) is far under their rounding
-# (fp16: 5e-4) and saves 3 of ~50 instructions per score element (benchmarks/sass_report.py).
+# Series branch (|u| < 1): not the Taylor series of the exact path but the polynomial that
+# interpolates φ2 (φ3) at the Chebyshev points of [-1, 0], which spreads its error over the interval
+# instead of piling it up at u = -1: degree 5 reaches float32 round-off (largest relative error over
+# the moments 1e-6, as the 10-term Taylor series), degree 4 2e-6 for half-precision inputs (SHORT; the
+# 7-term Taylor series it replaces: 2e-5), far under their rounding (fp16: 5e-4). 4 (2) fused
+# multiply-adds fewer per score element in each kernel (benchmarks/sass_report.py).
+# tests/test_kernel_moments.py recomputes the coefficients and checks every moment's error.
 @triton.jit
-def _phi2_taylor(u, SHORT: tl.constexpr):
-    # Σ_{n<10 (7)} u^n / (n+2)!
+def _phi2_series(u, SHORT: tl.constexpr):
     if SHORT:
-        acc = u * 2.48015873015873e-05 + 0.0001984126984126984
+        acc = u * 0.0009801994791661885 + 0.007998431750941892
+        acc = acc * u + 0.04155055926316364
+        acc = acc * u + 0.16665234764391343
+        acc = acc * u + 0.49999971435811924
     else:
-        acc = u * 2.505210838544172e-08 + 2.755731922398589e-07
-        acc = acc * u + 2.7557319223985893e-06
-        acc = acc * u + 2.48015873015873e-05
-        acc = acc * u + 0.0001984126984126984
-    acc = acc * u + 0.001388888888888889
-    acc = acc * u + 0.008333333333333333
-    acc = acc * u + 0.041666666666666664
-    acc = acc * u + 0.16666666666666666
-    return acc * u + 0.5
+        acc = u * 0.00013742419083939694 + 0.0013248179642057305
+        acc = acc * u + 0.008301170445720114
+        acc = acc * u + 0.04165925535928379
+        acc = acc * u + 0.16666603660679408
+        acc = acc * u + 0.4999999912630968
+    return acc
 
 
 @triton.jit
-def _phi3_taylor(u, SHORT: tl.constexpr):
-    # Σ_{n<10 (7)} 2 u^n / (n+3)!
+def _phi3_series(u, SHORT: tl.constexpr):
     if SHORT:
-        acc = u * 5.5114638447971785e-06 + 4.96031746031746e-05
+        acc = u * 0.0002924972856142734 + 0.00269164217241063
+        acc = acc * u + 0.016636701314249675
+        acc = acc * u + 0.08332963203076717
+        acc = acc * u + 0.33333325947588677
     else:
-        acc = u * 4.17535139757362e-09 + 5.010421677088344e-08
-        acc = acc * u + 5.511463844797178e-07
-        acc = acc * u + 5.5114638447971785e-06
-        acc = acc * u + 4.96031746031746e-05
-    acc = acc * u + 0.0003968253968253968
-    acc = acc * u + 0.002777777777777778
-    acc = acc * u + 0.016666666666666666
-    acc = acc * u + 0.08333333333333333
-    return acc * u + 0.3333333333333333
+        acc = u * 3.57863538008966e-05 + 0.0003822074431099053
+        acc = acc * u + 0.0027704148726246385
+        acc = acc * u + 0.016664967010782204
+        acc = acc * u + 0.08333318871534894
+        acc = acc * u + 0.33333333132761067
+    return acc
 
 
 @triton.jit
@@ -93,7 +95,7 @@ def forward_moments(u, SHORT: tl.constexpr):
     """(φ2, χ): the weights a segment puts on its high and its low endpoint, over Δ e^high."""
     small = u > -1.0
     us = tl.where(small, u, 0.0)
-    p2_s = _phi2_taylor(us, SHORT)
+    p2_s = _phi2_series(us, SHORT)
     chi_s = 1.0 + us * p2_s - p2_s
     _, _, p2_l, chi_l = _by_parts(u)
     return tl.where(small, p2_s, p2_l), tl.where(small, chi_s, chi_l)
@@ -104,7 +106,7 @@ def all_moments(u, SHORT: tl.constexpr):
     """(φ2, χ, φ3, φ23, ψ3): forward weights and their score derivatives (phi.all_moments)."""
     small = u > -1.0
     us = tl.where(small, u, 0.0)
-    p3_s = _phi3_taylor(us, SHORT)
+    p3_s = _phi3_series(us, SHORT)
     p2_s = 0.5 + 0.5 * us * p3_s
     chi_s = 1.0 + us * p2_s - p2_s
     psi_s = chi_s - (p2_s - p3_s)

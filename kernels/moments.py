@@ -81,10 +81,13 @@ def _phi3_series(u, SHORT: tl.constexpr):
 
 @triton.jit
 def _by_parts(u):
-    """(e^u, 1/u, φ2, χ) at u <= -1 by integration by parts (phi._by_parts); u > -1 reads as -1."""
-    ul = tl.where(u > -1.0, -1.0, u)
-    e = exp(ul)
-    inv = reciprocal(ul)
+    """(e^u, 1/u, φ2, χ) for u <= -1 by integration by parts (phi._by_parts).
+
+    Unlike the torch path, no guard moves u > -1 to -1 first: there the values (inf or NaN at
+    u = 0) are discarded by the branch selects, which pass the other branch's value through
+    unchanged. One select per score element fewer in each kernel."""
+    e = exp(u)
+    inv = reciprocal(u)
     p1 = e * inv - inv  # one FFMA
     chi = (e - p1) * inv
     return e, inv, p1 - chi, chi
@@ -94,9 +97,9 @@ def _by_parts(u):
 def forward_moments(u, SHORT: tl.constexpr):
     """(φ2, χ): the weights a segment puts on its high and its low endpoint, over Δ e^high."""
     small = u > -1.0
-    us = tl.where(small, u, 0.0)
-    p2_s = _phi2_series(us, SHORT)
-    chi_s = 1.0 + us * p2_s - p2_s
+    # the series at u <= -1 (possibly inf or NaN) is discarded by the selects, like _by_parts above
+    p2_s = _phi2_series(u, SHORT)
+    chi_s = 1.0 + u * p2_s - p2_s
     _, _, p2_l, chi_l = _by_parts(u)
     return tl.where(small, p2_s, p2_l), tl.where(small, chi_s, chi_l)
 
@@ -105,10 +108,9 @@ def forward_moments(u, SHORT: tl.constexpr):
 def all_moments(u, SHORT: tl.constexpr):
     """(φ2, χ, φ3, φ23, ψ3): forward weights and their score derivatives (phi.all_moments)."""
     small = u > -1.0
-    us = tl.where(small, u, 0.0)
-    p3_s = _phi3_series(us, SHORT)
-    p2_s = 0.5 + 0.5 * us * p3_s
-    chi_s = 1.0 + us * p2_s - p2_s
+    p3_s = _phi3_series(u, SHORT)  # discarded at u <= -1, as in forward_moments
+    p2_s = 0.5 + 0.5 * u * p3_s
+    chi_s = 1.0 + u * p2_s - p2_s
     psi_s = chi_s - (p2_s - p3_s)
 
     e, inv, p2_l, chi_l = _by_parts(u)

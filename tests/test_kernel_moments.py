@@ -78,3 +78,17 @@ def test_series_are_the_chebyshev_interpolants(short, degree):
         want = torch.from_numpy(chebyshev.Chebyshev.interpolate(f, degree, domain=[-1, 0])(u64.numpy()))
         err = ((g - want).abs() / want).max().item()
         assert err < 4e-7, f"{name}: kernel polynomial differs from the degree-{degree} interpolant by {err:.1e}"
+
+
+def test_moments_stay_finite_at_the_extremes():
+    """u = 0 (equal scores) and |u| far beyond any real score gap: the kernels evaluate both branches
+    everywhere and let the selects discard the one that is inf or NaN there; nothing may leak."""
+    u64 = -torch.tensor([0.0, 1e-30, 1e-7, 0.999999, 1.0, 1.000001, 1e4, 1e10, 1e30] * (N // 9)
+                        + [0.5] * (N - 9 * (N // 9)), dtype=torch.float64)
+    want = [*phi.forward_moments(u64), *phi.all_moments(u64)]
+    out = torch.empty(7 * N, dtype=torch.float32, device=DEVICE)
+    _moments_kernel[(1,)](u64.float().to(DEVICE), out, SHORT=False, N=N)
+    got = out.view(7, N).cpu().double()
+    for name, g, w in zip(NAMES, got, want):
+        assert torch.isfinite(g).all(), f"{name}: {g[~torch.isfinite(g)][:3].tolist()} at extreme u"
+        torch.testing.assert_close(g, w, rtol=2e-6, atol=1e-30, msg=lambda m, name=name: f"{name}: {m}")

@@ -5,10 +5,12 @@
 The kernel is bound by per-element arithmetic on the CUDA cores, not by its matrix products
 (benchmarks/results/2026-11-30-h200/README.md), so the instruction count of the inner loop is a
 static proxy for its speed that any machine can measure: each kernel is compiled with its first
-autotune candidate (kernels/tuning.py), assembled with the ptxas bundled with Triton, and the
-largest loop of the SASS is counted by instruction class and divided by the score elements one
-thread handles per iteration. A proxy, not a timing: latency hiding, tensor-core overlap and
-memory traffic are invisible to it; GPU timings come from benchmarks/kernel_bench.py.
+autotune candidate (kernels/tuning.py), assembled with the ptxas bundled with Triton, and one
+iteration of its main loops (the cheapest path: interior blocks; the dearest: masked blocks) is
+counted by instruction class and divided by the score elements one thread handles per iteration.
+A proxy, not a timing: latency hiding, tensor-core overlap and memory traffic are invisible to it
+(the opcodes show whether the loads are software-pipelined: LDGSTS, cp.async, rather than LDG);
+GPU timings come from benchmarks/kernel_bench.py.
 """
 
 from __future__ import annotations
@@ -50,18 +52,20 @@ def instructions(sass: str) -> list[tuple[int, str]]:
             for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+([^;/]+);", sass)]
 
 
-def largest_loop(sass: str) -> list[tuple[int, str]]:
-    """(address, text) of the instructions from the target of the widest backward branch to it."""
+def loops(sass: str) -> list[list[tuple[int, str]]]:
+    """Every outermost loop of the listing, as (address, text) from the target of a backward branch
+    to the branch. The forward and dQ kernels run three loops in turn (masked, interior, masked:
+    continuous_fwd.block_ranges), the dK/dV kernel one loop that branches per block."""
     code = instructions(sass)
-    loops = []
+    spans = []
     for address, text in code:
         m = re.search(r"\bBRA\s+(0x[0-9a-f]+)", text)
         if m and int(m.group(1), 16) < address:
-            loops.append((int(m.group(1), 16), address))
-    if not loops:
+            spans.append((int(m.group(1), 16), address))
+    if not spans:
         raise RuntimeError("no loop found in the SASS listing")
-    lo, hi = max(loops, key=lambda r: r[1] - r[0])
-    return [(address, text) for address, text in code if lo <= address <= hi]
+    outer = [(lo, hi) for lo, hi in spans if not any(a <= lo and hi <= b and (a, b) != (lo, hi) for a, b in spans)]
+    return [[(address, text) for address, text in code if lo <= address <= hi] for lo, hi in outer]
 
 
 def working_paths(loop: list[tuple[int, str]]) -> tuple[list[str], list[str]]:
@@ -144,7 +148,9 @@ def loop_profile(kernel: str, dtype: str, head_dim: int, blocks=None, arch: int 
         run_ptxas(compiled.asm["ptx"], arch, output=cubin)
         cuobjdump = os.path.join(os.path.dirname(ptxas()), "cuobjdump")
         sass = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True, check=True).stdout
-    shortest, longest = working_paths(largest_loop(sass))
+    paths = [working_paths(loop) for loop in loops(sass) if any(opcode(t) == "MUFU" for _, t in loop)]
+    shortest = min((p[0] for p in paths), key=len)
+    longest = max((p[1] for p in paths), key=len)
     block_m, block_n, warps, stages = blocks
     per_thread = block_m * block_n / (32 * warps)
     interior = profile(shortest, per_thread)

@@ -38,7 +38,8 @@ import triton
 import triton.language as tl
 
 from .continuous_fwd import (
-    batch_stride, dot_precision, is_interior, load_segments, load_vector, query_program, segment_products,
+    batch_stride, block_ranges, dot_precision, is_interior, load_segments, load_vector, query_program,
+    segment_products,
 )
 from .moments import all_moments, segment_shape
 from .tuning import DYNAMIC, KEY_MAJOR, KEY_MAJOR_ATOMIC_DQ, QUERY_MAJOR, TunedKernel, length_bucket
@@ -209,13 +210,16 @@ def _dq_kernel(
     delta_base = LOG2_DELTA + b * stride_delta_b
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    for j0 in range(1, tl.max(last, 0) + 1, BLOCK_N):
-        if is_interior(j0, last, FIRST, BLOCK_N):
-            dq = _dq_block(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
-                           HEAD_DIM, DOT_PRECISION, BLOCK_N, False)
-        else:
-            dq = _dq_block(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
-                           HEAD_DIM, DOT_PRECISION, BLOCK_N, True)
+    start, end, stop = block_ranges(last, FIRST, BLOCK_N)  # three straight-line loops, as the forward's
+    for j0 in range(1, start, BLOCK_N):
+        dq = _dq_block(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
+                       HEAD_DIM, DOT_PRECISION, BLOCK_N, True)
+    for j0 in range(start, end, BLOCK_N):
+        dq = _dq_block(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
+                       HEAD_DIM, DOT_PRECISION, BLOCK_N, False)
+    for j0 in range(end, stop, BLOCK_N):
+        dq = _dq_block(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
+                       HEAD_DIM, DOT_PRECISION, BLOCK_N, True)
     tl.store(DQ + offs, (dq * scale).to(DQ.dtype.element_ty), mask=row_in[:, None])
 
 

@@ -84,6 +84,22 @@ def is_interior(j0, last, FIRST, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
+def block_ranges(last, FIRST, BLOCK_N: tl.constexpr):
+    """Bounds (interior_start, interior_end, stop) that split the segment blocks j0 = 1, 1 + BLOCK_N, ..
+    a query block takes into masked blocks [1, interior_start), interior blocks (is_interior)
+    [interior_start, interior_end) and masked blocks [interior_end, stop).
+
+    Why three loops rather than one loop that branches per block: Triton software-pipelines only
+    straight-line loop bodies (cp.async prefetch of the next K/V tiles); a branch in the body
+    compiled to plain loads (benchmarks/sass_report.py: LDG instead of LDGSTS)."""
+    stop = tl.max(last, 0) + 1
+    start = 1 + tl.cdiv(FIRST - 1, BLOCK_N) * BLOCK_N  # the first block with j0 >= FIRST
+    end = 1 + (tl.min(last, 0) // BLOCK_N) * BLOCK_N  # blocks before it end by every row's last
+    has = end > start
+    return tl.where(has, start, stop), tl.where(has, end, stop), stop
+
+
+@triton.jit
 def _forward_block(
     q, k_base, v_base, delta_base, j0, last, m_i, z_i, acc, T, scale, FIRST,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
@@ -132,13 +148,17 @@ def _forward_kernel(
     z_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     # Segments beyond the block's largest `last` take no part: the causal and ragged saving.
-    for j0 in range(1, tl.max(last, 0) + 1, BLOCK_N):
-        if is_interior(j0, last, FIRST, BLOCK_N):
-            m_i, z_i, acc = _forward_block(q, k_base, v_base, delta_base, j0, last, m_i, z_i, acc, T, scale,
-                                           FIRST, HEAD_DIM, DOT_PRECISION, BLOCK_N, False)
-        else:
-            m_i, z_i, acc = _forward_block(q, k_base, v_base, delta_base, j0, last, m_i, z_i, acc, T, scale,
-                                           FIRST, HEAD_DIM, DOT_PRECISION, BLOCK_N, True)
+    # Blocks in order, as one loop would take them; interior blocks skip the masks.
+    start, end, stop = block_ranges(last, FIRST, BLOCK_N)
+    for j0 in range(1, start, BLOCK_N):
+        m_i, z_i, acc = _forward_block(q, k_base, v_base, delta_base, j0, last, m_i, z_i, acc, T, scale,
+                                       FIRST, HEAD_DIM, DOT_PRECISION, BLOCK_N, True)
+    for j0 in range(start, end, BLOCK_N):
+        m_i, z_i, acc = _forward_block(q, k_base, v_base, delta_base, j0, last, m_i, z_i, acc, T, scale,
+                                       FIRST, HEAD_DIM, DOT_PRECISION, BLOCK_N, False)
+    for j0 in range(end, stop, BLOCK_N):
+        m_i, z_i, acc = _forward_block(q, k_base, v_base, delta_base, j0, last, m_i, z_i, acc, T, scale,
+                                       FIRST, HEAD_DIM, DOT_PRECISION, BLOCK_N, True)
 
     has = z_i > 0.0
     z_safe = tl.where(has, z_i, 1.0)

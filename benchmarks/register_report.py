@@ -27,15 +27,18 @@ from triton.compiler import ASTSource  # noqa: E402
 
 from ts_continuum.kernels import continuous_bwd, continuous_fwd, tuning  # noqa: E402
 
-SCALARS = dict(T="i32", H="i32", stride_delta_b="i32", stride_last_b="i32", scale="fp32", FIRST="i32", T_BUCKET="i32")
+SCALARS = dict(T="i32", H="i32", stride_delta_b="i32", stride_last_b="i32", stride_reach_b="i32", scale="fp32",
+               FIRST="i32", T_BUCKET="i32")
+INTEGER_TENSORS = {"LAST", "REACH"}
 TENSORS_IN_DTYPE = {"Q", "K", "V", "DO", "OUT", "DQ", "DK", "DV"}
 KERNELS = {  # name: (kernel, pointer arguments, candidate table, further constexprs)
     "forward": (continuous_fwd._forward_kernel, "Q K V LOG2_DELTA LAST OUT LSE", tuning.QUERY_MAJOR, {}),
-    "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST DK DV DQ", tuning.KEY_MAJOR,
+    "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ", tuning.KEY_MAJOR,
              dict(ATOMIC_DQ=False)),
     "dq": (continuous_bwd._dq_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST DQ", tuning.QUERY_MAJOR, {}),
     # TS_CONTINUUM_DQ=atomic: the dK/dV pass also adds dQ into a float32 buffer; no dq pass
-    "dkdv+dq": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST DK DV DQ", tuning.KEY_MAJOR_ATOMIC_DQ,
+    "dkdv+dq": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ",
+                tuning.KEY_MAJOR_ATOMIC_DQ,
                 dict(ATOMIC_DQ=True)),
 }
 FLOAT32_BUFFERS = {"dkdv+dq": {"DQ"}}
@@ -54,12 +57,13 @@ def compile_kernel(kernel: str, dtype: str, head_dim: int, blocks: tuning.Blocks
     pointers (without that hint Triton assumes unaligned tensors and loads them element by element)."""
     fn, pointers, _, extra = KERNELS[kernel]
     in_dtype = TENSORS_IN_DTYPE - FLOAT32_BUFFERS.get(kernel, set())
-    signature = {p: "*" + (dtype if p in in_dtype else "i32" if p == "LAST" else "fp32") for p in pointers.split()}
-    signature.update(SCALARS)
+    types = {p: "*" + (dtype if p in in_dtype else "i32" if p in INTEGER_TENSORS else "fp32") for p in pointers.split()}
+    types.update(SCALARS)
     block_m, block_n, warps, stages = blocks
     constexprs = dict(HEAD_DIM=head_dim, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32",
                       BLOCK_M=block_m, BLOCK_N=block_n, **extra)
-    signature.update({name: "constexpr" for name in constexprs})
+    types.update({name: "constexpr" for name in constexprs})
+    signature = {name: types[name] for name in fn.arg_names}  # in the kernel's argument order
     aligned = {(fn.arg_names.index(p),): [["tt.divisibility", 16]] for p in pointers.split()}
     return triton.compile(
         ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=aligned),

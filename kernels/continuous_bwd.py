@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 
 from .continuous_fwd import (
-    batch_stride, block_ranges, dot_precision, is_interior, load_segments, load_vector, query_program,
+    batch_stride, block_ranges, dot_precision, load_segments, load_vector, query_program,
     segment_products,
 )
 from .moments import all_moments, segment_shape
@@ -83,13 +83,17 @@ def _segment_gradients(
 
 @triton.jit
 def _dkdv_block(
-    Q, DO, LSE, DELTA, DQ, qd_base, lse_base, rows, last, seg, T, FIRST, scale,
+    Q, DO, LSE, DELTA, DQ, LAST, qd_base, lse_base, last_base, m0, seg, T, FIRST, scale,
     k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
-    HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, ATOMIC_DQ: tl.constexpr, MASKED: tl.constexpr,
+    HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+    MASKED: tl.constexpr,
 ):
-    """One query block's contribution to the resident points' dK, dV (and to its rows' dQ)."""
+    """Query block m0's contribution to the resident points' dK, dV (and to its rows' dQ)."""
+    rows = m0 + tl.arange(0, BLOCK_M)
     offs = qd_base + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    last = rows  # read only when MASKED
     if MASKED:
+        last = tl.load(LAST + last_base + rows, mask=rows < T, other=0)
         row_in = (rows < T)[:, None]
         q = tl.load(Q + offs, mask=row_in, other=0.0)
         do = tl.load(DO + offs, mask=row_in, other=0.0)
@@ -118,10 +122,26 @@ def _dkdv_block(
     return dk, dv
 
 
-@triton.jit(do_not_specialize=DYNAMIC)
+@triton.jit
+def query_block_ranges(reach, p0, T, FIRST, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Bounds (start, begin, end, stop) of the query blocks for the segment tile p0 .. p0 + BLOCK_N - 1:
+    masked [start, begin), interior [begin, end), masked [end, stop).
+
+    ``reach[p]`` (first_rows) is the first query row whose last segment is >= p, ``reach[T + 1]``
+    the number of rows that take any segment: rows [reach[p], reach[T + 1]) take segment p."""
+    rows = tl.load(reach + T + 1)
+    start = (tl.load(reach + p0) // BLOCK_M) * BLOCK_M
+    stop = tl.cdiv(rows, BLOCK_M) * BLOCK_M
+    begin = tl.cdiv(tl.load(reach + tl.minimum(p0 + BLOCK_N - 1, T + 1)), BLOCK_M) * BLOCK_M
+    end = (rows // BLOCK_M) * BLOCK_M  # full blocks only: the rows beyond are padding or beyond T
+    has = (p0 >= FIRST) & (end > begin)
+    return start, tl.where(has, begin, stop), tl.where(has, end, stop), stop
+
+
+@triton.jit(do_not_specialize=DYNAMIC + ["stride_reach_b"])
 def _dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, LOG2_DELTA, LAST, DK, DV, DQ,
-    T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
+    Q, K, V, DO, LSE, DELTA, LOG2_DELTA, LAST, REACH, DK, DV, DQ,
+    T, H, stride_delta_b, stride_last_b, stride_reach_b, scale, FIRST, T_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ATOMIC_DQ: tl.constexpr,
 ):
@@ -153,17 +173,24 @@ def _dkdv_kernel(
     dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)  # row c: point p0 + c
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     qd_base = bh * T * HEAD_DIM
-    for m0 in range(0, T, BLOCK_M):
-        rows = m0 + tl.arange(0, BLOCK_M)
-        last = tl.load(LAST + b * stride_last_b + rows, mask=rows < T, other=0)
-        if is_interior(p0, last, FIRST, BLOCK_N):  # every row takes every segment of the tile
-            dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, qd_base, bh * T, rows, last, seg, T, FIRST, scale,
-                                 k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
-                                 HEAD_DIM, DOT_PRECISION, ATOMIC_DQ, False)
-        elif tl.max(last, 0) >= p0:  # else no row of this block reaches these segments
-            dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, qd_base, bh * T, rows, last, seg, T, FIRST, scale,
-                                 k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
-                                 HEAD_DIM, DOT_PRECISION, ATOMIC_DQ, True)
+    last_base = b * stride_last_b
+    # Query blocks in order, as one loop with a branch per block would take them, in three
+    # straight-line loops so that Triton pipelines the Q/dO loads (continuous_fwd.block_ranges):
+    # masked blocks, interior blocks (every row takes every segment of the tile), masked blocks.
+    # Blocks whose rows reach none of the tile's segments are not visited.
+    start, begin, end, stop = query_block_ranges(REACH + b * stride_reach_b, p0, T, FIRST, BLOCK_M, BLOCK_N)
+    for m0 in range(start, begin, BLOCK_M):
+        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * T, last_base, m0, seg, T, FIRST, scale,
+                             k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
+                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, True)
+    for m0 in range(begin, end, BLOCK_M):
+        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * T, last_base, m0, seg, T, FIRST, scale,
+                             k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
+                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, False)
+    for m0 in range(end, stop, BLOCK_M):
+        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * T, last_base, m0, seg, T, FIRST, scale,
+                             k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
+                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, True)
 
     point = p0 + cols
     own = (cols < BLOCK_N - 1) & (point <= T)
@@ -235,6 +262,21 @@ def dq_mode() -> str:
     return DQ_MODE
 
 
+def first_rows(last: torch.Tensor) -> torch.Tensor:
+    """(B|1, T + 2) int32 from ``last`` (B|1, T): entry p is the first query row whose last segment is
+    >= p, entry T + 1 the number of rows that take any segment.
+
+    Relies on the layout of attention/reference.SegmentLayout: the rows that take segments are a
+    prefix of the sequence (padding rows have last = 0) and their last segment never decreases
+    along it (causal: min(row + 1, length); bidirectional: length), so the rows taking segment p
+    are the contiguous range [entry p, entry T + 1)."""
+    T = last.shape[-1]
+    taking = last > 0
+    ordered = torch.where(taking, last, torch.full_like(last, T + 2))  # padding sorts last
+    p = torch.arange(T + 2, device=last.device, dtype=last.dtype).expand(last.shape[0], -1).contiguous()
+    return torch.searchsorted(ordered, p).to(torch.int32).contiguous()
+
+
 def backward(
     q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, out: torch.Tensor, grad_out: torch.Tensor,
     lse: torch.Tensor, log2_delta: torch.Tensor, last: torch.Tensor, first: int, scale: float,
@@ -252,12 +294,15 @@ def backward(
     meta = dict(HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype))
     grid_kv = lambda m: (triton.cdiv(T + 1, m["BLOCK_N"] - 1) * B * H,)  # noqa: E731
     inputs = (q, k_ext, v_ext, grad_out, lse, delta, log2_delta, last)
+    reach = first_rows(last)
+    shared_kv = (T, H, batch_stride(log2_delta), batch_stride(last), batch_stride(reach), scale, first,
+                 length_bucket(T))
     if dq_mode() == "atomic":
         dq32 = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
-        _DKDV_ATOMIC_DQ.launch(grid_kv, D, q.dtype, *inputs, dk, dv, dq32, *shared, **meta, ATOMIC_DQ=True)
+        _DKDV_ATOMIC_DQ.launch(grid_kv, D, q.dtype, *inputs, reach, dk, dv, dq32, *shared_kv, **meta, ATOMIC_DQ=True)
         return dq32.to(q.dtype), dk, dv
     dq = torch.empty_like(q)
-    _DKDV.launch(grid_kv, D, q.dtype, *inputs, dk, dv, dq, *shared, **meta, ATOMIC_DQ=False)
+    _DKDV.launch(grid_kv, D, q.dtype, *inputs, reach, dk, dv, dq, *shared_kv, **meta, ATOMIC_DQ=False)
     grid_q = lambda m: (triton.cdiv(T, m["BLOCK_M"]) * B * H,)  # noqa: E731
     _DQ.launch(grid_q, D, q.dtype, *inputs, dq, *shared, **meta)
     return dq, dk, dv

@@ -76,18 +76,12 @@ def segment_products(
 
 
 @triton.jit
-def is_interior(j0, last, FIRST, BLOCK_N: tl.constexpr):
-    """Whether every row of the block integrates over every segment j0 .. j0 + BLOCK_N - 1, so the
-    block needs no masks: 15 % fewer instructions per element (benchmarks/sass_report.py). Rows
-    beyond T have last = 0, so partial row blocks always take the masked path."""
-    return (j0 >= FIRST) & (j0 + BLOCK_N - 1 <= tl.min(last, 0))
-
-
-@triton.jit
 def block_ranges(last, FIRST, BLOCK_N: tl.constexpr):
     """Bounds (interior_start, interior_end, stop) that split the segment blocks j0 = 1, 1 + BLOCK_N, ..
-    a query block takes into masked blocks [1, interior_start), interior blocks (is_interior)
-    [interior_start, interior_end) and masked blocks [interior_end, stop).
+    a query block takes into masked blocks [1, interior_start), interior blocks [interior_start,
+    interior_end) and masked blocks [interior_end, stop). Interior: every row integrates over every
+    segment of the block, so it needs no masks (15 % fewer instructions per element:
+    benchmarks/sass_report.py). Rows beyond T have last = 0, so partial row blocks have none.
 
     Why three loops rather than one loop that branches per block: Triton software-pipelines only
     straight-line loop bodies (cp.async prefetch of the next K/V tiles); a branch in the body

@@ -306,3 +306,23 @@ def test_gpu_memory_is_linear_in_length():
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - base
     assert extra < 40 * q.numel() * q.element_size(), f"{extra / 2**20:.0f} MiB extra for T={T}"
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_first_rows_lists_the_rows_that_take_each_segment(causal):
+    """The dK/dV kernel visits, for a segment tile, only the query rows [first_rows[p], first_rows[T + 1])
+    that take segment p; checked against every row's `last` for ragged lengths, including 0 and T."""
+    from ts_continuum.attention.reference import SegmentLayout
+
+    T = 13
+    lengths = torch.tensor([0, 1, 5, 12, 13])
+    last = SegmentLayout(lengths, T, causal, 1, "cpu").last.to(torch.int32)
+    reach = continuous_bwd.first_rows(last)
+    assert reach.shape == (len(lengths), T + 2) and reach.dtype == torch.int32
+    for b in range(len(lengths)):
+        for p in range(T + 2):
+            takes = torch.nonzero(last[b] >= max(p, 1)).flatten().tolist()  # rows that take segment p
+            if p > T or not takes:
+                assert reach[b, p] == reach[b, T + 1]
+            else:
+                assert list(range(reach[b, p], reach[b, T + 1])) == takes, (b, p)

@@ -45,10 +45,12 @@ def load(folder: Path) -> pd.DataFrame:
     return df[df["status"] == "ok"].drop_duplicates("cell_id", keep="last")
 
 
-def early_table(df: pd.DataFrame, epochs: int = 3) -> str:
-    """Paired Δ validation MSE after each of the first epochs: an early-training advantage?"""
-    curves = df.set_index(SETTING + ["seed", "attention"])["val_curve"].map(json.loads)
-    lines = ["| regime | epoch | pairs | Δ val MSE (cont − soft) [95 % CI] | continuous lower |", "|---|---|---|---|---|"]
+def early_table(df: pd.DataFrame, epochs: int = 3, column: str = "val_curve", label: str = "val") -> str:
+    """Paired Δ of a per-epoch curve (validation MSE by default) after each of the first epochs: an
+    early-training advantage? Pairs where both runs reached that epoch."""
+    curves = df.set_index(SETTING + ["seed", "attention"])[column].map(json.loads)
+    lines = [f"| regime | epoch | pairs | Δ {label} MSE (cont − soft) [95 % CI] | continuous lower |",
+             "|---|---|---|---|---|"]
     keys = {k[:-1] for k in curves.index}
     for regime in sorted({k[SETTING.index("regime")] for k in keys}) + ["all"]:
         for e in range(epochs):
@@ -61,6 +63,13 @@ def early_table(df: pd.DataFrame, epochs: int = 3) -> str:
                 lines.append(f"| {regime} | {e + 1} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | "
                              f"{sum(x < 0 for x in d)}/{len(d)} |")
     return "\n".join(lines)
+
+
+def with_test_curves(df: pd.DataFrame) -> pd.DataFrame:
+    """Runs that recorded their test MSE after every epoch (study_cell.TestCurve; later cells only)."""
+    if "test_curve" not in df:
+        return df.iloc[:0]
+    return df[df["test_curve"].fillna("").astype(str).str.startswith("[")]
 
 
 def pairs(df: pd.DataFrame) -> pd.DataFrame:
@@ -283,6 +292,14 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
             "Early training: validation MSE after each of the first epochs, paired as above:",
             early_table(df),
         ]
+        tested = with_test_curves(df)
+        if len(pairs(tested)):
+            parts += [
+                "Test MSE after every epoch, paired as above, for the runs that recorded it (no decision "
+                "used it): the attentions compared epoch by epoch, without the effect of the epoch "
+                "early stopping picked for each run:",
+                early_table(tested, epochs=int(tested["epochs"].max()), column="test_curve", label="test"),
+            ]
     parts += ["## Against the published PatchTST/42 (MSE)", published_table(df)]
     if not sources:
         parts += ["## Training cost (same machine, same run)", cost_table(df)]

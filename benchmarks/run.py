@@ -35,7 +35,7 @@ LOOP_ORDER = ("horizon", "dataset", "seed", "regime", "pos_encoding", "model", "
 RESULT_FIELDS = list(KEY_FIELDS) + [
     "status", "test_mse", "test_mae", "best_val_mse", "epochs", "best_epoch", "train_s_per_epoch",
     "first_epoch_s", "fit_s", "wall_s", "peak_rss_mb", "threads", "n_params", "val_curve", "cell_id",
-    "block", "config", "error", "finished_at",
+    "block", "config", "error", "finished_at", "test_curve",
 ]
 
 
@@ -92,7 +92,24 @@ def finished(path: Path, retry_failed: bool) -> set[str]:
 
 
 def append(path: Path, row: dict) -> None:
+    """Add a result row. A file written before a column was added (RESULT_FIELDS grows only at the
+    end) is first rewritten with the new header and every old row kept, blank in the new columns,
+    through a temporary file, so an interruption leaves the old file whole."""
     new = not path.exists()
+    if not new:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            header, old_rows = reader.fieldnames or [], list(reader)
+        if header != RESULT_FIELDS:
+            if header != RESULT_FIELDS[:len(header)]:
+                raise ValueError(f"{path} has columns {header}, not a prefix of {RESULT_FIELDS}; "
+                                 "write this grid to a new folder (--out)")
+            tmp = path.with_suffix(".csv.tmp")
+            with tmp.open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=RESULT_FIELDS)
+                writer.writeheader()
+                writer.writerows(old_rows)
+            tmp.replace(path)
     with path.open("a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=RESULT_FIELDS, extrasaction="ignore")
         if new:

@@ -59,6 +59,32 @@ class EpochClock(Callback):
             self.val_mse.append(float(trainer.callback_metrics["val_mse"]))
 
 
+class TestCurve(Callback):
+    """Test MSE of the model after every epoch, for the report only (no decision reads it).
+
+    Why: early stopping picks each run's checkpoint on validation MSE, and when validation and test
+    disagree, two runs stopped at different epochs differ in test MSE for that reason alone. The
+    curves compare the attentions epoch by epoch. Costs one forward pass over the test windows per
+    epoch (as many as the validation pass). Same mean as the test metric: every target observed.
+    """
+
+    def __init__(self, datamodule: ForecastDataModule):
+        self.datamodule = datamodule
+        self.test_mse: list[float] = []
+
+    def on_validation_epoch_end(self, trainer, module):
+        if trainer.sanity_checking:
+            return
+        total, count = 0.0, 0
+        with torch.inference_mode():  # the module is in eval mode during validation
+            for batch in self.datamodule.test_dataloader():
+                batch = {k: v.to(module.device) for k, v in batch.items()}
+                pred, target = module._observed(module(batch), batch)
+                total += float(((pred.float() - target.float()) ** 2).sum())
+                count += target.numel()
+        self.test_mse.append(total / count)
+
+
 def run_cell(cell: dict, out_dir: Path) -> dict:
     """Train and test one cell; returns the result row (metrics, epochs, timings)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -76,6 +102,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     module = ForecastingModule(model, lr=float(cell["lr"]), lr_schedule=cell["lr_schedule"],
                                pct_start=float(cell.get("pct_start", 0.3)))
     clock = EpochClock()
+    test_curve = TestCurve(dm)
     # Its own folder, emptied first: a cell restarted after an interruption must not find (or be
     # warned about) the checkpoint of the run that was cut.
     ckpt_dir = out_dir / "checkpoint"
@@ -85,7 +112,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         accelerator=cell.get("accelerator", "cpu"), max_epochs=int(cell["max_epochs"]),
         limit_train_batches=cell.get("limit_train_batches", 1.0),
         limit_val_batches=cell.get("limit_val_batches", 1.0),
-        callbacks=[clock, ckpt, EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"]))],
+        callbacks=[clock, test_curve, ckpt, EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"]))],
         logger=CSVLogger(out_dir, name="metrics", version=""), enable_progress_bar=False, enable_model_summary=False,
         num_sanity_val_steps=0, deterministic=False,
     )
@@ -110,5 +137,6 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "threads": torch.get_num_threads(),
         "val_curve": json.dumps([round(v, 5) for v in clock.val_mse]),
+        "test_curve": json.dumps([round(v, 5) for v in test_curve.test_mse]),
         "n_params": sum(p.numel() for p in model.parameters()),
     }

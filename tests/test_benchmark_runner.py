@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -78,7 +79,12 @@ def test_tiny_grid_runs_records_failures_resumes_and_reports(tiny_csv, tmp_path)
     ok = [r for r in recorded if r["status"] == "ok"]
     assert all(float(r["test_mse"]) > 0 and int(r["epochs"]) >= 1 for r in ok)
     assert (out / "runs" / ok[0]["cell_id"] / "cell.json").exists()
+    for r in ok:  # the test MSE after every epoch; the tested checkpoint is the best epoch's
+        curve = json.loads(r["test_curve"])
+        assert len(curve) == int(r["epochs"]) == len(json.loads(r["val_curve"]))
+        assert curve[int(r["best_epoch"]) - 1] == pytest.approx(float(r["test_mse"]), rel=1e-4), r["cell_id"]
     summary = (out / "summary.md").read_text()
+    assert "Test MSE after every epoch" in summary
     assert "Paired differences" in summary and "broken" not in summary.split("## Failed cells")[0]
     assert all((out / name).stat().st_size > 0 for name in ("val_curves.png", "val_delta.png", "test_mse_bars.png"))
 
@@ -130,3 +136,23 @@ def test_pooled_report_counts_each_folder_seed_as_a_pair(tmp_path):
     assert "| regular | 2 | +0.0020 [" in text, text
     assert "| patchtst | ETTh1 | 96 | 2 | +0.0020 [" in text, text  # per model, dataset and horizon
     assert "Training cost" not in text
+
+
+def test_results_written_before_a_new_column_keep_every_row(tmp_path):
+    """results.csv from an older runner (fewer columns) is extended, not mixed up or lost."""
+    path = tmp_path / "results.csv"
+    old_fields = run.RESULT_FIELDS[:-1]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=old_fields)
+        writer.writeheader()
+        writer.writerow({k: f"old-{k}" for k in old_fields})
+    run.append(path, {k: f"new-{k}" for k in run.RESULT_FIELDS})
+    old, new = rows(tmp_path)
+    assert old == {**{k: f"old-{k}" for k in old_fields}, run.RESULT_FIELDS[-1]: ""}
+    assert new == {k: f"new-{k}" for k in run.RESULT_FIELDS}
+    assert list(tmp_path.iterdir()) == [path]
+
+    path.write_text("cell_id,status,something_else\n1,ok,x\n")
+    with pytest.raises(ValueError, match="new folder"):
+        run.append(path, {k: "" for k in run.RESULT_FIELDS})
+    assert path.read_text() == "cell_id,status,something_else\n1,ok,x\n"

@@ -40,7 +40,8 @@ class EpochClock(Callback):
     """Wall time of each training epoch and the validation curve.
 
     The time includes the epoch's validation pass: Lightning runs it before ``on_train_epoch_end``
-    (about a tenth of an epoch here: forward only, on a third as many windows). The results column
+    (about a tenth of an epoch here: forward only, on a third as many windows) and, in cells with a
+    test curve (TestCurve, from 2026-11-30 on), a test pass of the same size. The results column
     keeps its name, ``train_s_per_epoch``; training cost proper is measured by benchmarks/train_cost.py.
     """
 

@@ -1,11 +1,13 @@
 """Training cost of continuous vs softmax attention, same models, same machine, same run.
 
-    python benchmarks/train_cost.py [--steps 12] [--threads 2] [--out benchmarks/results/train_cost]
+    python benchmarks/train_cost.py [--configs patchtst/ETTh1 encoder/ETTh1 patchtst/ETTm1 ...]
+                                    [--steps 12] [--threads 2] [--out benchmarks/results/train_cost]
 
-For each model at its ETTh1 study configuration (configs/<model>/ETTh1.yaml), times training steps
-(forward, backward, Adam) of both attentions on real ETTh1 batches, interleaved step by step so
-that any background load hits both alike, after a warm-up that includes compilation. Reports the
-median step time, the implied seconds per training epoch and the continuous / softmax ratio.
+For each configuration (configs/<model>/<dataset>.yaml: the published model size for that dataset,
+horizon 96), times training steps (forward, backward, Adam) of both attentions on real batches of
+that dataset, regular and with 60 % of the inputs dropped, interleaved step by step so that any
+background load hits both alike, after a warm-up that includes compilation. Reports the median
+step time, the implied seconds per full training epoch and the continuous / softmax ratio.
 """
 
 from __future__ import annotations
@@ -26,9 +28,19 @@ from ts_continuum.models import build_model
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def setup(model_name: str, attention: str, drop: float):
-    cfg = yaml.safe_load((ROOT / "configs" / model_name / "ETTh1.yaml").read_text())
-    dm = ForecastDataModule("ETTh1", lookback=cfg["data"]["lookback"], horizon=96, batch_size=cfg["data"]["batch_size"],
+def config_path(spec: str) -> Path:
+    """``model/dataset`` -> its YAML file, with a clear error for a name that has none."""
+    path = ROOT / "configs" / f"{spec}.yaml"
+    if spec.count("/") != 1 or not path.is_file():
+        known = sorted(f"{p.parent.name}/{p.stem}" for p in (ROOT / "configs").glob("*/*.yaml"))
+        raise SystemExit(f"unknown configuration {spec!r}: expected model/dataset, one of {', '.join(known)}")
+    return path
+
+
+def setup(spec: str, attention: str, drop: float):
+    cfg = yaml.safe_load(config_path(spec).read_text())
+    model_name = spec.split("/")[0]
+    dm = ForecastDataModule(cfg["data"]["dataset"], lookback=cfg["data"]["lookback"], horizon=96, batch_size=cfg["data"]["batch_size"],
                             drop=drop)
     dm.setup()
     args = {k: v for k, v in cfg["model"]["model"]["init_args"].items() if k != "attention"}
@@ -51,14 +63,19 @@ def setup(model_name: str, attention: str, drop: float):
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--configs", nargs="+", default=["patchtst/ETTh1", "encoder/ETTh1"],
+                   help="model/dataset names of configs/ YAML files")
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default=None)
     args = p.parse_args()
+    for spec in args.configs:
+        config_path(spec)
     torch.set_num_threads(args.threads)
     rows = []
-    for model_name, (regime, drop) in [(m, r) for m in ("patchtst", "encoder") for r in (("regular", 0.0), ("drop60", 0.6))]:
-        runs = {a: setup(model_name, a, drop) for a in ("softmax", "continuous")}
+    for spec, (regime, drop) in [(c, r) for c in args.configs for r in (("regular", 0.0), ("drop60", 0.6))]:
+        model_name, dataset = spec.split("/")
+        runs = {a: setup(spec, a, drop) for a in ("softmax", "continuous")}
         warm = {a: sum(runs[a][0]() for _ in range(2)) for a in runs}  # includes compilation
         times = {a: [] for a in runs}
         for _ in range(args.steps):
@@ -66,11 +83,11 @@ def main() -> None:
                 times[a].append(runs[a][0]())
         for a in runs:
             med = statistics.median(times[a])
-            rows.append({"model": model_name, "regime": regime, "attention": a, "step_s": med, "steps_per_epoch": runs[a][1],
+            rows.append({"model": model_name, "dataset": dataset, "regime": regime, "attention": a, "step_s": med, "steps_per_epoch": runs[a][1],
                          "epoch_s": med * runs[a][1], "warmup_s": warm[a]})
         ratio = rows[-1]["step_s"] / rows[-2]["step_s"]
         rows[-1]["ratio_to_softmax"] = ratio
-        print(f"{model_name} {regime}: softmax {rows[-2]['step_s']:.3f} s/step, continuous {rows[-1]['step_s']:.3f} s/step, "
+        print(f"{spec} {regime}: softmax {rows[-2]['step_s']:.3f} s/step, continuous {rows[-1]['step_s']:.3f} s/step, "
               f"ratio {ratio:.2f} ({runs['softmax'][1]} steps per epoch)")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "command": " ".join(sys.argv)}
@@ -78,13 +95,13 @@ def main() -> None:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "train_cost.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-        lines = [f"# Training cost, ETTh1 H = 96 configurations ({meta['date']})",
+        lines = [f"# Training cost, H = 96, published configuration of each model and dataset ({meta['date']})",
                  f"`{meta['command']}`: torch {meta['torch']}, {meta['threads']} threads, median of {args.steps} "
                  "interleaved steps after a warm-up (compilation included in the warm-up, not in the medians).", "",
-                 "| model | regime | attention | s / step | steps / epoch | s / epoch | continuous / softmax | warm-up s |",
-                 "|---|---|---|---|---|---|---|---|"]
+                 "| model | dataset | regime | attention | s / step | steps / epoch | s / epoch | continuous / softmax | warm-up s |",
+                 "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
-            lines.append(f"| {r['model']} | {r['regime']} | {r['attention']} | {r['step_s']:.3f} | {r['steps_per_epoch']} | "
+            lines.append(f"| {r['model']} | {r['dataset']} | {r['regime']} | {r['attention']} | {r['step_s']:.3f} | {r['steps_per_epoch']} | "
                          f"{r['epoch_s']:.1f} | {r.get('ratio_to_softmax', 1.0):.2f} | {r['warmup_s']:.1f} |")
         (out / "train_cost.md").write_text("\n".join(lines) + "\n")
 

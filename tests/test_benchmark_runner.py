@@ -156,3 +156,13 @@ def test_results_written_before_a_new_column_keep_every_row(tmp_path):
     with pytest.raises(ValueError, match="new folder"):
         run.append(path, {k: "" for k in run.RESULT_FIELDS})
     assert path.read_text() == "cell_id,status,something_else\n1,ok,x\n"
+
+
+def test_train_cost_configs_name_the_yaml_files_or_fail_clearly():
+    from benchmarks.train_cost import config_path
+
+    assert config_path("patchtst/ETTm1").name == "ETTm1.yaml"
+    assert yaml.safe_load(config_path("encoder/weather").read_text())["data"]["dataset"] == "weather"
+    for bad in ("patchtst", "patchtst/ETTh3", "lstm/ETTh1", "patchtst/ETTh1/x"):
+        with pytest.raises(SystemExit, match="unknown configuration.*patchtst/ETTh1"):
+            config_path(bad)

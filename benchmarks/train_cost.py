@@ -61,6 +61,31 @@ def setup(spec: str, attention: str, drop: float):
     return step, len(dm.train_dataloader())
 
 
+def plot(rows: list[dict], path: Path) -> None:
+    """Continuous / softmax time per training step for each configuration, softmax's epoch time
+    written under each bar (the ratio is what the run measures best: both share the load)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = [(rows[i], rows[i + 1]) for i in range(0, len(rows), 2)]
+    fig, ax = plt.subplots(figsize=(1.5 + 1.0 * len(pairs), 3.6))
+    ratios = [c["ratio_to_softmax"] for _, c in pairs]
+    ax.bar(range(len(pairs)), ratios, 0.6, color="tab:orange")
+    ax.axhline(1.0, color="tab:blue", lw=1, label="softmax")
+    for i, r in enumerate(ratios):
+        ax.annotate(f"{r:.2f}x", (i, r), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(pairs)), [f"{s['model']}\n{s['dataset']}\n{s['regime']}\n{s['epoch_s']:.0f} s/epoch"
+                                      for s, _ in pairs], fontsize=7)
+    ax.set_ylabel("continuous / softmax, time per step")
+    ax.set_ylim(0, max(ratios) * 1.15)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", nargs="+", default=["patchtst/ETTh1", "encoder/ETTh1"],
@@ -103,7 +128,9 @@ def main() -> None:
         for r in rows:
             lines.append(f"| {r['model']} | {r['dataset']} | {r['regime']} | {r['attention']} | {r['step_s']:.3f} | {r['steps_per_epoch']} | "
                          f"{r['epoch_s']:.1f} | {r.get('ratio_to_softmax', 1.0):.2f} | {r['warmup_s']:.1f} |")
+        lines += ["", "![seconds per epoch](train_cost.png)"]
         (out / "train_cost.md").write_text("\n".join(lines) + "\n")
+        plot(rows, out / "train_cost.png")
 
 
 if __name__ == "__main__":

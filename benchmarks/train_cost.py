@@ -76,7 +76,7 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.axhline(1.0, color="tab:blue", lw=1, label="softmax")
     for i, r in enumerate(ratios):
         ax.annotate(f"{r:.2f}x", (i, r), ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(pairs)), [f"{s['model']}\n{s['dataset']}\n{s['regime']}\n{s['epoch_s']:.0f} s/epoch"
+    ax.set_xticks(range(len(pairs)), [f"{s['model']}\n{s['dataset']}\n{s['regime']}\nsoftmax {s['epoch_s']:.0f} s/epoch"
                                       for s, _ in pairs], fontsize=7)
     ax.set_ylabel("continuous / softmax, time per step")
     ax.set_ylim(0, max(ratios) * 1.15)

@@ -45,22 +45,25 @@ def load(folder: Path) -> pd.DataFrame:
     return df[df["status"] == "ok"].drop_duplicates("cell_id", keep="last")
 
 
-def early_table(df: pd.DataFrame, epochs: int = 3, column: str = "val_curve", label: str = "val") -> str:
-    """Paired Δ of a per-epoch curve (validation MSE by default) after each of the first epochs: an
-    early-training advantage? Pairs where both runs reached that epoch."""
+def early_table(df: pd.DataFrame, epochs: int = 3, column: str = "val_curve", label: str = "val",
+                by: str = "regime") -> str:
+    """Paired Δ of a per-epoch curve (validation MSE by default) after each of the first epochs, per
+    value of ``by`` (a SETTING column) and over all: an early-training advantage, and where? Pairs
+    where both runs reached that epoch."""
     curves = df.set_index(SETTING + ["seed", "attention"])[column].map(json.loads)
-    lines = [f"| regime | epoch | pairs | Δ {label} MSE (cont − soft) [95 % CI] | continuous lower |",
+    lines = [f"| {by} | epoch | pairs | Δ {label} MSE (cont − soft) [95 % CI] | continuous lower |",
              "|---|---|---|---|---|"]
     keys = {k[:-1] for k in curves.index}
-    for regime in sorted({k[SETTING.index("regime")] for k in keys}) + ["all"]:
+    col = SETTING.index(by)
+    for group in sorted({k[col] for k in keys}) + ["all"]:
         for e in range(epochs):
             d = [curves[k + ("continuous",)][e] - curves[k + ("softmax",)][e] for k in keys
-                 if regime in ("all", k[SETTING.index("regime")]) and k + ("continuous",) in curves.index
+                 if group in ("all", k[col]) and k + ("continuous",) in curves.index
                  and k + ("softmax",) in curves.index
                  and len(curves[k + ("continuous",)]) > e and len(curves[k + ("softmax",)]) > e]
             if d:
                 st = paired_stats(np.array(d))
-                lines.append(f"| {regime} | {e + 1} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | "
+                lines.append(f"| {group} | {e + 1} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | "
                              f"{sum(x < 0 for x in d)}/{len(d)} |")
     return "\n".join(lines)
 
@@ -291,6 +294,8 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
             paired_table(p, SETTING),
             "Early training: validation MSE after each of the first epochs, paired as above:",
             early_table(df),
+            "The same per horizon (every model, regime and positional encoding):",
+            early_table(df, by="horizon"),
         ]
         tested = with_test_curves(df)
         if len(pairs(tested)):

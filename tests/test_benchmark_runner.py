@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -166,3 +167,23 @@ def test_train_cost_configs_name_the_yaml_files_or_fail_clearly():
     for bad in ("patchtst", "patchtst/ETTh3", "lstm/ETTh1", "patchtst/ETTh1/x"):
         with pytest.raises(SystemExit, match="unknown configuration.*patchtst/ETTh1"):
             config_path(bad)
+
+
+def test_early_training_table_pairs_curves_per_regime_and_per_horizon():
+    from benchmarks import report
+
+    rows = []
+    for horizon, regime, seed, soft, cont in ((96, "regular", 0, [0.70, 0.60], [0.68, 0.61]),
+                                              (96, "drop60", 0, [0.80, 0.70], [0.78, 0.69]),
+                                              (336, "regular", 0, [0.90, 0.80], [0.95, 0.82]),
+                                              (336, "regular", 1, [0.90], [0.91])):  # stopped after epoch 1
+        for attention, curve in (("softmax", soft), ("continuous", cont)):
+            rows.append(dict(model="patchtst", pos_encoding="learned", dataset="ETTh1", horizon=horizon, regime=regime,
+                             seed=seed, attention=attention, val_curve=json.dumps(curve)))
+    df = pd.DataFrame(rows)
+    by_horizon = report.early_table(df, epochs=2, by="horizon")
+    assert "| 96 | 1 | 2 | -0.0200 [" in by_horizon and "| 2/2 |" in by_horizon
+    assert "| 336 | 1 | 2 | +0.0300 [" in by_horizon and "| 336 | 2 | 1 | +0.0200 [" in by_horizon
+    assert "| all | 1 | 4 | +0.0050 [" in by_horizon
+    by_regime = report.early_table(df, epochs=2)
+    assert "| drop60 | 2 | 1 | -0.0100 [" in by_regime and "| regular | 1 | 3 | +0.0133 [" in by_regime

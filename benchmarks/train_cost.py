@@ -128,7 +128,7 @@ def main() -> None:
         for r in rows:
             lines.append(f"| {r['model']} | {r['dataset']} | {r['regime']} | {r['attention']} | {r['step_s']:.3f} | {r['steps_per_epoch']} | "
                          f"{r['epoch_s']:.1f} | {r.get('ratio_to_softmax', 1.0):.2f} | {r['warmup_s']:.1f} |")
-        lines += ["", "![seconds per epoch](train_cost.png)"]
+        lines += ["", "![continuous / softmax time per step](train_cost.png)"]
         (out / "train_cost.md").write_text("\n".join(lines) + "\n")
         plot(rows, out / "train_cost.png")
 

@@ -187,3 +187,21 @@ def test_early_training_table_pairs_curves_per_regime_and_per_horizon():
     assert "| all | 1 | 4 | +0.0050 [" in by_horizon
     by_regime = report.early_table(df, epochs=2)
     assert "| drop60 | 2 | 1 | -0.0100 [" in by_regime and "| regular | 1 | 3 | +0.0133 [" in by_regime
+
+
+def test_curve_agreement_is_relative_to_softmax_at_the_same_epoch():
+    from benchmarks import report
+
+    rows = []
+    for seed, soft, cont in ((0, [0.50, 0.40], [0.51, 0.40]),   # 2 %, 0 %
+                             (1, [0.40, 0.50, 0.60], [0.403, 0.50])):  # 0.75 %, 0 %; softmax's epoch 3 unpaired
+        for attention, curve in (("softmax", soft), ("continuous", cont)):
+            rows.append(dict(model="patchtst", pos_encoding="learned", dataset="ETTh2", horizon=192, regime="regular",
+                             seed=seed, attention=attention, test_curve=json.dumps(curve)))
+    rows.append(dict(model="patchtst", pos_encoding="learned", dataset="ETTh2", horizon=192, regime="drop60",
+                     seed=0, attention="softmax", test_curve="[0.3]"))  # no partner: ignored
+    line = report.curve_agreement(pd.DataFrame(rows))
+    assert line.startswith("2 pairs, 4 epochs:")
+    assert "median 0.4 %" in line and "under 1 % in 75 % of epochs" in line
+    assert "at most 2.0 % (ETTh2-192 regular seed 0, epoch 1)" in line
+    assert report.curve_agreement(pd.DataFrame(rows[-1:])) == ""

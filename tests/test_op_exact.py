@@ -207,6 +207,49 @@ def test_query_chunking_changes_nothing(monkeypatch, causal):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("per_batch", [False, True])
+def test_sequence_tiles_change_nothing(monkeypatch, causal, per_batch):
+    """Many short sequences are tiled by whole sequences (batch rows), per-batch times and lengths
+    sliced with them; shared times and lengths broadcast."""
+    q, k, v, times, sink_k, sink_v = make_inputs(B=5, T=11, seed=4, per_batch_times=per_batch)
+    lengths = torch.tensor([11, 7, 11, 3, 9]) if per_batch else None
+    seen = []
+    real = reference.forward_tile
+
+    def spy(q_tile, *rest):
+        seen.append(tuple(q_tile.shape[:3]))
+        return real(q_tile, *rest)
+
+    def run():
+        qs, ks, vs = (t.clone().requires_grad_(True) for t in (q, k, v))
+        out = continuous_attention(qs, ks, vs, times=times, lengths=lengths, causal=causal, backend="torch",
+                                   sink="learned", sink_k=sink_k, sink_v=sink_v)
+        out.backward(torch.cos(torch.arange(out.numel(), dtype=out.dtype)).view_as(out))
+        return out, qs.grad, ks.grad, vs.grad
+
+    whole = run()
+    monkeypatch.setattr(reference, "TILE_ELEMENTS", 2 * 2 * 11 * 12)  # two whole sequences per tile
+    monkeypatch.setattr(backends, "EAGER_KERNELS", (spy, reference.backward_tile))
+    tiled = run()
+    assert seen == [(2, 2, 11), (2, 2, 11), (1, 2, 11)]
+    for a, b in zip(whole, tiled):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("batch,heads,seq", [(7168, 16, 42), (896, 4, 42), (3, 2, 5000), (1, 1, 3), (64, 8, 512)])
+def test_tiles_cover_every_score_once_within_the_budget(batch, heads, seq):
+    covered = torch.zeros(batch, seq, dtype=torch.int32)
+    parts = reference.tiles(batch, heads, seq)
+    for b, s in parts:
+        covered[b, s] += 1
+        rows, queries = b.stop - b.start, s.stop - s.start
+        assert rows * heads * queries * seq <= max(reference.TILE_ELEMENTS, heads * seq * rows)
+    assert (covered == 1).all()
+    if heads * seq * (seq + 1) <= reference.TILE_ELEMENTS:
+        assert all(s == slice(0, seq) for _, s in parts), "short sequences are tiled whole"
+
+
 def test_query_chunk_bounds_tile_size():
     assert reference.query_chunk(128, 16385) * 128 * 16385 <= reference.TILE_ELEMENTS
     assert reference.query_chunk(10**9, 10**6) == 1

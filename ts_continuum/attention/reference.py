@@ -10,7 +10,7 @@ segment with scores x = a_{j-1}, y = a_j, the closed form of docs/continuous-att
 
 and o = Σ_j (wL_j v_{j-1} + wR_j v_j) / Σ_j (wL_j + wR_j). The backward pass is the closed form of
 §4, recomputed from the saved row log-normaliser as FlashAttention does, so nothing of size T x T
-outlives a chunk of queries: memory is O(T · chunk) forward and backward.
+outlives a tile (some sequences, or a chunk of queries): memory is O(T · tile) forward and backward.
 
 Which segments a query integrates over is described by two numbers per query row: segments
 ``first <= j <= last`` (1-based). ``last`` is 0 for padded query rows, which then output 0.
@@ -31,6 +31,27 @@ TILE_ELEMENTS = 1 << 23
 def query_chunk(batch_heads: int, keys: int) -> int:
     """Queries per tile so that one tile holds about ``TILE_ELEMENTS`` scores."""
     return max(1, TILE_ELEMENTS // max(1, batch_heads * keys))
+
+
+def tiles(batch: int, heads: int, seq: int) -> list[tuple[slice, slice]]:
+    """(batch rows, query rows) of each tile, each holding about ``TILE_ELEMENTS`` scores.
+
+    Whole sequences when one fits: many short sequences (PatchTST's channels x windows, 7168
+    sequences of 42 patches in an ETTm1 evaluation batch) then make a few contiguous tiles instead
+    of one strided tile per query, which spent most of its time copying. Long sequences are split
+    by query over the whole batch.
+    """
+    per_sequence = heads * seq * (seq + 1)
+    if batch * per_sequence <= TILE_ELEMENTS or per_sequence > TILE_ELEMENTS:
+        step = query_chunk(batch * heads, seq)
+        return [(slice(0, batch), slice(s, min(seq, s + step))) for s in range(0, seq, step)]
+    rows = TILE_ELEMENTS // per_sequence
+    return [(slice(b, min(batch, b + rows)), slice(0, seq)) for b in range(0, batch, rows)]
+
+
+def _rows(x: torch.Tensor, rows: slice) -> torch.Tensor:
+    """Batch rows of a per-batch tensor that may be shared by the whole batch (first dim 1)."""
+    return x if x.shape[0] == 1 else x[rows]
 
 
 def segment_log_lengths(last: torch.Tensor, first: int, log_delta: torch.Tensor) -> torch.Tensor:
@@ -128,29 +149,29 @@ class SegmentLayout:
         last = torch.minimum(t, total) if causal else total.expand(-1, seq)
         self.last = torch.where(t <= total, last, torch.zeros_like(last))  # (B|1, T)
 
-    def tile(self, start: int, stop: int) -> torch.Tensor:
-        return self.last[:, None, start:stop, None]
+    def tile(self, rows: slice, queries: slice) -> torch.Tensor:
+        return _rows(self.last, rows)[:, None, queries, None]
 
 
 class ContinuousAttentionFunction(torch.autograd.Function):
-    """Chunked forward, closed-form chunked backward: the exact path, O(T · chunk) memory."""
+    """Tiled forward, closed-form tiled backward: the exact path, O(T · tile) memory."""
 
     @staticmethod
     def forward(ctx, q, k_ext, v_ext, log_delta, layout, scale, kernels):
         fwd, _ = kernels
         B, H, T, _ = q.shape
-        step = query_chunk(B * H, T)
-        if step >= T:  # one tile: no copies into preallocated outputs
-            out, lse = fwd(q, k_ext, v_ext, segment_log_lengths(layout.tile(0, T), layout.first, log_delta), scale)
+        parts = tiles(B, H, T)
+        if len(parts) == 1:  # one tile: no copies into preallocated outputs
+            out, lse = fwd(q, k_ext, v_ext, segment_log_lengths(layout.last[:, None, :, None], layout.first, log_delta),
+                           scale)
         else:
             out = q.new_empty(*q.shape[:-1], v_ext.shape[-1])
             lse = q.new_empty(B, H, T)
-            for s in range(0, T, step):
-                e = min(T, s + step)
-                log_len = segment_log_lengths(layout.tile(s, e), layout.first, log_delta)
-                out[:, :, s:e], lse[:, :, s:e] = fwd(q[:, :, s:e], k_ext, v_ext, log_len, scale)
+            for b, s in parts:
+                log_len = segment_log_lengths(layout.tile(b, s), layout.first, _rows(log_delta, b))
+                out[b, :, s], lse[b, :, s] = fwd(q[b, :, s], k_ext[b], v_ext[b], log_len, scale)
         ctx.save_for_backward(q, k_ext, v_ext, log_delta, out, lse)
-        ctx.layout, ctx.scale, ctx.kernels, ctx.step = layout, scale, kernels, step
+        ctx.layout, ctx.scale, ctx.kernels, ctx.parts = layout, scale, kernels, parts
         return out
 
     @staticmethod
@@ -158,22 +179,21 @@ class ContinuousAttentionFunction(torch.autograd.Function):
     def backward(ctx, grad_out):
         q, k_ext, v_ext, log_delta, out, lse = ctx.saved_tensors
         _, bwd = ctx.kernels
-        layout, T = ctx.layout, q.shape[2]
-        if ctx.step >= T:
-            log_len = segment_log_lengths(layout.tile(0, T), layout.first, log_delta)
+        layout = ctx.layout
+        if len(ctx.parts) == 1:
+            log_len = segment_log_lengths(layout.last[:, None, :, None], layout.first, log_delta)
             return (*bwd(q, k_ext, v_ext, out, grad_out, lse, log_len, ctx.scale), None, None, None, None)
         dq = torch.empty_like(q)
         dk = torch.zeros_like(k_ext)
         dv = torch.zeros_like(v_ext)
-        for s in range(0, T, ctx.step):
-            e = min(T, s + ctx.step)
-            log_len = segment_log_lengths(layout.tile(s, e), layout.first, log_delta)
+        for b, s in ctx.parts:
+            log_len = segment_log_lengths(layout.tile(b, s), layout.first, _rows(log_delta, b))
             dq_c, dk_c, dv_c = bwd(
-                q[:, :, s:e], k_ext, v_ext, out[:, :, s:e], grad_out[:, :, s:e], lse[:, :, s:e], log_len, ctx.scale
+                q[b, :, s], k_ext[b], v_ext[b], out[b, :, s], grad_out[b, :, s], lse[b, :, s], log_len, ctx.scale
             )
-            dq[:, :, s:e] = dq_c
-            dk += dk_c
-            dv += dv_c
+            dq[b, :, s] = dq_c
+            dk[b] += dk_c
+            dv[b] += dv_c
         return dq, dk, dv, None, None, None, None
 
 

@@ -29,14 +29,20 @@ from ts_continuum import continuous_attention
 SHAPES = [(896, 4, 42, 4), (256, 16, 42, 8), (16, 8, 336, 64)]
 
 
-def _time(fn, repeats: int) -> float:
-    fn()  # warm-up (and compilation for the compiled path)
-    times = []
+def _interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
+    """Seconds per call of each function, taken in rounds that call every function once.
+
+    Interleaving matters on a small shared machine: the same call measured in runs minutes apart
+    moved by up to 1.8x here; a ratio of calls made seconds apart is less exposed to that drift,
+    and the spread of the per-round ratios shows what is left of it.
+    """
+    times = {name: [] for name in fns}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
 
 
 def _fwd_bwd(attn, q, k, v):
@@ -58,13 +64,16 @@ def bench(shape, repeats: int) -> dict:
     t0 = time.perf_counter()
     auto()
     first_call = time.perf_counter() - t0
-    row = {"shape_BHTD": list(shape)}
-    row["sdpa_s"] = _time(sdpa, repeats)
-    row["eager_s"] = _time(eager, repeats)
-    row["auto_s"] = _time(auto, repeats)
-    row["auto_first_call_s"] = first_call
-    row["eager_ratio"] = row["eager_s"] / row["sdpa_s"]
-    row["auto_ratio"] = row["auto_s"] / row["sdpa_s"]
+    eager()  # warm-up
+    sdpa()
+    times = _interleaved({"sdpa": sdpa, "eager": eager, "auto": auto}, repeats)
+    row = {"shape_BHTD": list(shape), "auto_first_call_s": first_call}
+    for name, ts in times.items():
+        row[f"{name}_s"] = statistics.median(ts)
+    for name in ("eager", "auto"):
+        ratios = sorted(t / s for t, s in zip(times[name], times["sdpa"]))
+        row[f"{name}_ratio"] = statistics.median(ratios)
+        row[f"{name}_ratio_range"] = [ratios[0], ratios[-1]]
     return row
 
 
@@ -82,7 +91,7 @@ def main() -> None:
         "processor": platform.processor() or platform.machine(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
-    print(f"torch {meta['torch']}, {meta['threads']} threads, fwd+bwd median of {args.repeats}")
+    print(f"torch {meta['torch']}, {meta['threads']} threads, fwd+bwd median of {args.repeats} interleaved rounds")
     print(f"{'B,H,T,D':>18} {'sdpa ms':>9} {'eager ms':>9} {'auto ms':>9} {'eager/sdpa':>10} {'auto/sdpa':>10} {'compile s':>9}")
     rows = []
     for shape in SHAPES:
@@ -96,13 +105,21 @@ def main() -> None:
         write(Path(args.out), meta, rows, " ".join(sys.argv))
 
 
+def _ratio(row: dict, name: str) -> str:
+    low, high = row[f"{name}_ratio_range"]
+    return f"{row[f'{name}_ratio']:.2f} [{low:.2f}, {high:.2f}]"
+
+
 def write(out: Path, meta: dict, rows: list[dict], command: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "op_cpu.json").write_text(json.dumps({"meta": meta, "command": command, "rows": rows}, indent=2))
     lines = [
         f"# Continuous attention on the CPU vs SDPA ({meta['date']})",
         f"`{command}`: torch {meta['torch']}, {meta['threads']} threads, {meta['processor']}; forward+backward, "
-        "median per call; ratio = time / SDPA time in the same run.",
+        "median per call; SDPA, eager and compiled called in turn in each round; ratio = median over rounds "
+        "of time / SDPA time in the same round, [lowest, highest round]. The first compiled call includes "
+        "compilation unless Inductor's on-disk cache (or an earlier shape, the code being dynamic-shape) "
+        "already holds it.",
         "",
         "| B, H, T, D | SDPA ms | eager ms | auto (compiled) ms | eager / SDPA | auto / SDPA | first auto call s |",
         "|---|---|---|---|---|---|---|",
@@ -110,7 +127,7 @@ def write(out: Path, meta: dict, rows: list[dict], command: str) -> None:
     for r in rows:
         lines.append(
             f"| {', '.join(map(str, r['shape_BHTD']))} | {1e3 * r['sdpa_s']:.1f} | {1e3 * r['eager_s']:.1f} | "
-            f"{1e3 * r['auto_s']:.1f} | {r['eager_ratio']:.2f} | {r['auto_ratio']:.2f} | {r['auto_first_call_s']:.1f} |"
+            f"{1e3 * r['auto_s']:.1f} | {_ratio(r, 'eager')} | {_ratio(r, 'auto')} | {r['auto_first_call_s']:.1f} |"
         )
     (out / "op_cpu.md").write_text("\n".join(lines) + "\n")
     import matplotlib

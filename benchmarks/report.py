@@ -14,6 +14,7 @@ dataset, horizon, regime, seed): the difference continuous - softmax per pair, i
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -340,14 +341,18 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
 
 
 def main(argv: list[str]) -> None:
-    if argv and argv[0] == "--pool":
-        if len(argv) < 3:
-            raise SystemExit("usage: python -m benchmarks.report --pool OUT_FOLDER STUDY_FOLDER [STUDY_FOLDER ...]")
-        print(write(Path(argv[1]), [Path(a) for a in argv[2:]]))
-    elif len(argv) == 1:
-        print(write(Path(argv[0])))
-    else:
-        raise SystemExit("usage: python -m benchmarks.report STUDY_FOLDER | --pool OUT_FOLDER STUDY_FOLDER ...")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path, metavar="STUDY_FOLDER",
+                        help="a folder written by python -m benchmarks.run (it holds results.csv)")
+    parser.add_argument("--pool", type=Path, metavar="OUT_FOLDER",
+                        help="summarise all STUDY_FOLDERs together into OUT_FOLDER")
+    args = parser.parse_args(argv)
+    missing = [str(f) for f in args.folders if not (f / "results.csv").is_file()]
+    if missing:
+        parser.error(f"no results.csv in {', '.join(missing)}: pass folders written by python -m benchmarks.run")
+    if args.pool is None and len(args.folders) > 1:
+        parser.error("several study folders: pass --pool OUT_FOLDER to summarise them together")
+    print(write(args.pool, args.folders) if args.pool else write(args.folders[0]))
 
 
 if __name__ == "__main__":

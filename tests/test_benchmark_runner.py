@@ -205,3 +205,18 @@ def test_curve_agreement_is_relative_to_softmax_at_the_same_epoch():
     assert "median 0.4 %" in line and "under 1 % in 75 % of epochs" in line
     assert "at most 2.0 % (ETTh2-192 regular seed 0, epoch 1)" in line
     assert report.curve_agreement(pd.DataFrame(rows[-1:])) == ""
+
+
+def test_report_cli_names_a_folder_without_results(tmp_path, capsys):
+    from benchmarks import report
+
+    with pytest.raises(SystemExit):
+        report.main([str(tmp_path / "nowhere")])
+    assert "no results.csv in" in capsys.readouterr().err
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for folder in ("a", "b"):
+        (tmp_path / folder / "results.csv").write_text("")
+    with pytest.raises(SystemExit):
+        report.main([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert "--pool OUT_FOLDER" in capsys.readouterr().err

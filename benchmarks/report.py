@@ -73,7 +73,7 @@ def with_test_curves(df: pd.DataFrame) -> pd.DataFrame:
     """Runs that recorded their test MSE after every epoch (study_cell.TestCurve; later cells only)."""
     if "test_curve" not in df:
         return df.iloc[:0]
-    return df[df["test_curve"].fillna("").astype(str).str.startswith("[")]
+    return df[df["test_curve"].astype(str).str.startswith("[")]  # NaN reads "nan"
 
 
 def curve_agreement(df: pd.DataFrame, column: str = "test_curve") -> str:
@@ -153,6 +153,20 @@ def paired_table(p: pd.DataFrame, by: list[str]) -> str:
             f"| {' | '.join(map(str, key))} | {s['n']} | {s['mean']:+.4f} [{_fmt(s['lo'])}, {_fmt(s['hi'])}] | "
             f"{_fmt(s['p_t'], 3)} | {_fmt(s['p_w'], 3)} | {wins}/{s['n']} |"
         )
+    return "\n".join(lines)
+
+
+def horizon_span_table(p: pd.DataFrame, up_to: int = 336) -> str:
+    """Per model, pooled over horizons up to ``up_to`` and over all: the headline figure, with the
+    size of the differences relative to softmax's MSE (median and largest |Δ| / softmax)."""
+    spans = [(f"{HORIZONS[0]}-{up_to}", p[p["horizon"] <= up_to]), ("all", p)]
+    table = pd.concat([grp.assign(horizons=name) for name, grp in spans if len(grp)])
+    lines = paired_table(table, ["model", "horizons"]).splitlines()
+    lines[0] += " median, largest abs(Δ) / softmax |"
+    lines[1] += "---|"
+    for i, (_, grp) in enumerate(table.groupby(["model", "horizons"]), start=2):
+        rel = (grp["d_test_mse"].abs() / grp["test_mse_softmax"]).to_numpy()
+        lines[i] += f" {100 * np.median(rel):.1f} %, {100 * rel.max():.1f} % |"
     return "\n".join(lines)
 
 
@@ -310,6 +324,8 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
             "## Paired differences, continuous − softmax (negative = continuous better)",
             "Per regime, over all settings and seeds:",
             paired_table(p, ["regime"]),
+            "Per model, pooled over horizons (every dataset, regime and positional encoding):",
+            horizon_span_table(p),
             "Per model, dataset and horizon, over every regime and positional encoding:",
             paired_table(p, ["model", "dataset", "horizon"]),
             "Per setting:",

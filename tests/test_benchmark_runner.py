@@ -220,3 +220,13 @@ def test_report_cli_names_a_folder_without_results(tmp_path, capsys):
     with pytest.raises(SystemExit):
         report.main([str(tmp_path / "a"), str(tmp_path / "b")])
     assert "--pool OUT_FOLDER" in capsys.readouterr().err
+
+
+def test_horizon_span_table_pools_per_model_up_to_336_and_over_all():
+    from benchmarks import report
+
+    p = pd.DataFrame(dict(model=["patchtst"] * 3, horizon=[96, 336, 720],
+                          test_mse_softmax=[0.40, 0.50, 0.50], d_test_mse=[-0.004, 0.010, 0.050]))
+    table = report.horizon_span_table(p)
+    assert "| patchtst | 96-336 | 2 | +0.0030 [" in table and "| 1/2 | 1.5 %, 2.0 % |" in table, table
+    assert "| patchtst | all | 3 | +0.0187 [" in table and "| 1/3 | 2.0 %, 10.0 % |" in table, table

@@ -6,9 +6,11 @@ The model is the default PatchTST (continuous attention, RoPE), fitted for a han
 takes the packed irregular path), and ``predict()`` from the stored training context. Each timing
 includes validation, window building, the forward pass and building the answer frame.
 
-Runs once per torch thread count in ``--threads`` (default 1 and 2) and prints the load average:
-on a shared machine, two intra-op threads competing with other processes for two cores can be
-several times slower than one thread (threads wait for each other), so both figures are reported.
+Times every torch thread count in ``--threads`` (default 1 and 2) in interleaved rounds (each round
+runs every case at every thread count), so a change of machine load during the run affects all
+counts alike, and prints the load average: on a shared machine, two intra-op threads competing with
+other processes for two cores can be several times slower than one thread (threads wait for each
+other), so both figures are reported.
 
     python benchmarks/forecaster_predict_bench.py [--series 100] [--lookback 336] [--threads 1 2]
 """
@@ -42,14 +44,25 @@ def series_frame(n_series: int, length: int, seed: int = 0) -> pd.DataFrame:
     )
 
 
-def median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up: first-call allocations
-    times = []
+def seconds(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def interleaved_medians(cases: dict, thread_counts: list[int], repeats: int) -> dict[tuple[int, str], float]:
+    """Median seconds per (thread count, case), from ``repeats`` rounds that each visit every pair."""
+    for threads in thread_counts:  # warm-up: first-call allocations at every thread count
+        torch.set_num_threads(threads)
+        for fn in cases.values():
+            fn()
+    times: dict[tuple[int, str], list[float]] = {(t, name): [] for t in thread_counts for name in cases}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for threads in thread_counts:
+            torch.set_num_threads(threads)
+            for name, fn in cases.items():
+                times[threads, name].append(seconds(fn))
+    return {key: statistics.median(values) for key, values in times.items()}
 
 
 def main() -> None:
@@ -74,13 +87,12 @@ def main() -> None:
     print(f"{args.series} series, lookback {args.lookback}, horizon {args.horizon}, {length} rows each; "
           f"torch {torch.__version__}, {os.cpu_count()} CPUs visible, {platform.machine()}; "
           f"load average before: {os.getloadavg()[0]:.2f}")
+    medians = interleaved_medians(cases, args.threads, args.repeats)
     for threads in args.threads:
-        torch.set_num_threads(threads)
-        results = {name: median_seconds(fn, args.repeats) for name, fn in cases.items()}
-        print(f"torch threads: {torch.get_num_threads()}")
-        for name, seconds in results.items():
-            print(f"  {name:38s} median {seconds * 1000:7.1f} ms over {args.repeats} runs")
-        worst = max(results.values())
+        print(f"torch threads: {threads}")
+        for name in cases:
+            print(f"  {name:38s} median {medians[threads, name] * 1000:7.1f} ms over {args.repeats} interleaved rounds")
+        worst = max(medians[threads, name] for name in cases)
         print(f"  slowest: {worst * 1000:.1f} ms -> {'under' if worst < 1.0 else 'OVER'} the 1 s target")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 

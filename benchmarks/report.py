@@ -342,6 +342,8 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
                 "used it): the attentions compared epoch by epoch, without the effect of the epoch "
                 "early stopping picked for each run:",
                 early_table(tested, epochs=int(tested["epochs"].max()), column="test_curve", label="test"),
+                "The same per horizon:",
+                early_table(tested, epochs=3, column="test_curve", label="test", by="horizon"),
                 curve_agreement(tested),
             ]
     parts += ["## Against the published PatchTST/42 (MSE)", published_table(df)]

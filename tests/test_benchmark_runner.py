@@ -86,6 +86,7 @@ def test_tiny_grid_runs_records_failures_resumes_and_reports(tiny_csv, tmp_path)
         assert curve[int(r["best_epoch"]) - 1] == pytest.approx(float(r["test_mse"]), rel=1e-4), r["cell_id"]
     summary = (out / "summary.md").read_text()
     assert "Test MSE after every epoch" in summary
+    assert "| horizon | epoch | pairs | Δ test MSE (cont − soft)" in summary, "test curves per horizon"
     assert "Paired differences" in summary and "broken" not in summary.split("## Failed cells")[0]
     assert all((out / name).stat().st_size > 0 for name in ("val_curves.png", "val_delta.png", "test_mse_bars.png"))
 

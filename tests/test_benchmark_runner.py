@@ -28,7 +28,7 @@ def tiny_grid(csv_path: Path, tmp_path: Path, bad_block: bool = True) -> Path:
         },
         "blocks": [{"name": "main", "model": "patchtst", "attention": ["softmax", "continuous"],
                     "pos_encoding": "learned", "dataset": str(csv_path), "horizon": 6,
-                    "regime": ["regular", "drop30"], "seed": [0, 1]}],
+                    "regime": ["regular", "drop30", "drop30-interp"], "seed": [0, 1]}],
     }
     if bad_block:
         grid["blocks"].append({"name": "broken", "model": "patchtst", "attention": "softmax",
@@ -73,7 +73,7 @@ def test_tiny_grid_runs_records_failures_resumes_and_reports(tiny_csv, tmp_path)
     assert len(rows(out)) == 3
     run.main(["--grid", str(grid)])
     recorded = rows(out)
-    assert len(recorded) == 9 and len({r["cell_id"] for r in recorded}) == 9, "resuming must not rerun cells"
+    assert len(recorded) == 13 and len({r["cell_id"] for r in recorded}) == 13, "resuming must not rerun cells"
     failed = [r for r in recorded if r["status"] == "failed"]
     assert len(failed) == 1 and "divisible" in failed[0]["error"]
     assert (out / "runs" / failed[0]["cell_id"] / "error.txt").exists()
@@ -88,6 +88,8 @@ def test_tiny_grid_runs_records_failures_resumes_and_reports(tiny_csv, tmp_path)
     assert "Test MSE after every epoch" in summary
     assert "| horizon | epoch | pairs | Δ test MSE (cont − soft)" in summary, "test curves per horizon"
     assert "Paired differences" in summary and "broken" not in summary.split("## Failed cells")[0]
+    assert "## Irregular input against the interpolation baseline" in summary
+    assert f"| patchtst | learned | {tiny_csv} | 6 | drop30 |" in summary.split("## Irregular input")[1]
     assert all((out / name).stat().st_size > 0 for name in ("val_curves.png", "val_delta.png", "test_mse_bars.png"))
 
 
@@ -231,3 +233,21 @@ def test_horizon_span_table_pools_per_model_up_to_336_and_over_all():
     table = report.horizon_span_table(p)
     assert "| patchtst | 96-336 | 2 | +0.0030 [" in table and "| 1/2 | 1.5 %, 2.0 % |" in table, table
     assert "| patchtst | all | 3 | +0.0187 [" in table and "| 1/3 | 2.0 %, 10.0 % |" in table, table
+
+
+def test_interpolation_table_pairs_by_seed_and_attention_and_reports_the_share_recovered():
+    from benchmarks import report
+
+    rows = []
+    for regime, seed, soft, cont in (("regular", 0, 0.40, 0.40), ("regular", 1, 0.40, 0.40),
+                                     ("drop60", 0, 0.60, 0.62), ("drop60", 1, 0.58, 0.60),
+                                     ("drop60-interp", 0, 0.44, 0.45), ("drop60-interp", 1, 0.43, 0.44),
+                                     ("drop30", 0, 0.50, 0.50)):  # no interpolated partner: no row
+        for attention, mse in (("softmax", soft), ("continuous", cont)):
+            rows.append(dict(model="patchtst", pos_encoding="learned", dataset="ETTh1", horizon=96, regime=regime,
+                             seed=seed, attention=attention, test_mse=mse))
+    table = report.interpolation_table(pd.DataFrame(rows))
+    # irregular 0.6000, interpolated 0.4400: Δ −0.16 over 4 pairs, 80 % of the 0.20 lost by dropping won back
+    assert "| patchtst | learned | ETTh1 | 96 | drop60 | 0.4000 | 0.6000 | 0.4400 | 4 | -0.1600 [" in table, table
+    assert table.endswith("| 4/4 | 80 % |") and "drop30" not in table
+    assert report.interpolation_table(pd.DataFrame(rows[:4])) == ""

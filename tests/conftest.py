@@ -4,6 +4,7 @@
   first ``import triton``), which is how CI tests them.
 - Inductor compilation of the CPU path costs tens of seconds per shape: tests use the eager
   path unless a test turns compilation on explicitly (tests/test_op_compiled.py).
+- Hypothesis runs derandomized by default (see below).
 """
 
 import os
@@ -16,6 +17,13 @@ os.environ.setdefault("TS_CONTINUUM_COMPILE", "0")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+# CI must not pass or fail by luck: the fuzz tests draw the same cases on every run. Set
+# HYPOTHESIS_PROFILE=explore to search new random cases locally; add what it finds as an @example.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

@@ -142,10 +142,11 @@ def cell_table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def paired_table(p: pd.DataFrame, by: list[str]) -> str:
+def paired_table(p: pd.DataFrame, by: list[str], sort: bool = True) -> str:
+    """One row per group of ``by`` (in order of first appearance when ``sort`` is False)."""
     lines = [f"| {' | '.join(by)} | pairs | Δ MSE (cont − soft) [95 % CI] | paired t p | Wilcoxon p | continuous wins |",
              "|" + "---|" * (len(by) + 5)]
-    for key, grp in p.groupby(by):
+    for key, grp in p.groupby(by, sort=sort):
         key = key if isinstance(key, tuple) else (key,)
         s = paired_stats(grp["d_test_mse"].to_numpy())
         wins = int((grp["d_test_mse"] < 0).sum())
@@ -156,17 +157,40 @@ def paired_table(p: pd.DataFrame, by: list[str]) -> str:
     return "\n".join(lines)
 
 
+def hodges_lehmann(d: np.ndarray) -> float:
+    """Median of the Walsh averages (d_i + d_j) / 2, i <= j: the shift the signed-rank test sees."""
+    d = np.asarray(d, dtype=float)
+    i, j = np.triu_indices(len(d))
+    return float(np.median((d[i] + d[j]) / 2)) if len(d) else float("nan")
+
+
+def sign_test_p(d: np.ndarray) -> float:
+    """Two-sided sign test on the nonzero differences (ties dropped)."""
+    d = np.asarray(d, dtype=float)
+    n = int(np.count_nonzero(d))
+    return float(stats.binomtest(int((d < 0).sum()), n, 0.5).pvalue) if n else float("nan")
+
+
 def horizon_span_table(p: pd.DataFrame, up_to: int = 336) -> str:
-    """Per model, pooled over horizons up to ``up_to`` and over all: the headline figure, with the
-    size of the differences relative to softmax's MSE (median and largest |Δ| / softmax)."""
-    spans = [(f"{HORIZONS[0]}-{up_to}", p[p["horizon"] <= up_to]), ("all", p)]
-    table = pd.concat([grp.assign(horizons=name) for name, grp in spans if len(grp)])
-    lines = paired_table(table, ["model", "horizons"]).splitlines()
-    lines[0] += " median, largest abs(Δ) / softmax |"
-    lines[1] += "---|"
-    for i, (_, grp) in enumerate(table.groupby(["model", "horizons"]), start=2):
-        rel = (grp["d_test_mse"].abs() / grp["test_mse_softmax"]).to_numpy()
-        lines[i] += f" {100 * np.median(rel):.1f} %, {100 * rel.max():.1f} % |"
+    """Per model, pooled over horizons: the first horizon alone and the longer ones up to ``up_to``
+    (when both have pairs), all up to ``up_to``, and all. Beside the paired table: the sign test,
+    the Hodges-Lehmann shift and the size of the differences relative to softmax's MSE (median and
+    largest |Δ| / softmax), so each headline figure comes from this table."""
+    def spans(m: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+        first, rest = m[m["horizon"] == HORIZONS[0]], m[(m["horizon"] > HORIZONS[0]) & (m["horizon"] <= up_to)]
+        split = [(str(HORIZONS[0]), first), (f"{HORIZONS[1]}-{up_to}", rest)] if len(first) and len(rest) else []
+        return split + [(f"{HORIZONS[0]}-{up_to}", m[m["horizon"] <= up_to]), ("all", m)]
+
+    table = pd.concat([grp.assign(horizons=name) for _, m in p.groupby("model")
+                       for name, grp in spans(m) if len(grp)])
+    lines = paired_table(table, ["model", "horizons"], sort=False).splitlines()
+    lines[0] += " sign test p | Hodges-Lehmann Δ | median, largest abs(Δ) / softmax |"
+    lines[1] += "---|---|---|"
+    for i, (_, grp) in enumerate(table.groupby(["model", "horizons"], sort=False), start=2):
+        d = grp["d_test_mse"].to_numpy()
+        rel = np.abs(d) / grp["test_mse_softmax"].to_numpy()
+        lines[i] += (f" {_fmt(sign_test_p(d), 3)} | {hodges_lehmann(d):+.4f} |"
+                     f" {100 * np.median(rel):.1f} %, {100 * rel.max():.1f} % |")
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -231,8 +232,23 @@ def test_horizon_span_table_pools_per_model_up_to_336_and_over_all():
     p = pd.DataFrame(dict(model=["patchtst"] * 3, horizon=[96, 336, 720],
                           test_mse_softmax=[0.40, 0.50, 0.50], d_test_mse=[-0.004, 0.010, 0.050]))
     table = report.horizon_span_table(p)
-    assert "| patchtst | 96-336 | 2 | +0.0030 [" in table and "| 1/2 | 1.5 %, 2.0 % |" in table, table
-    assert "| patchtst | all | 3 | +0.0187 [" in table and "| 1/3 | 2.0 %, 10.0 % |" in table, table
+    assert "| patchtst | 96-336 | 2 | +0.0030 [" in table and "| 1/2 | 1.000 | +0.0030 | 1.5 %, 2.0 % |" in table, table
+    assert "| patchtst | all | 3 | +0.0187 [" in table and "| 1/3 | 1.000 | +0.0165 | 2.0 %, 10.0 % |" in table, table
+    # the first horizon and the longer ones up to 336 get rows of their own, above the pooled ones
+    assert table.index("| patchtst | 96 | 1 | -0.0040 [") < table.index("| patchtst | 192-336 | 1 | +0.0100 [") \
+        < table.index("| patchtst | 96-336 |") < table.index("| patchtst | all |"), table
+    encoder_only_96 = report.horizon_span_table(p.assign(model="encoder", horizon=96))
+    assert "| encoder | 96 |" not in encoder_only_96 and encoder_only_96.count("| encoder |") == 2, encoder_only_96
+
+
+def test_sign_test_and_hodges_lehmann_against_hand_values():
+    from benchmarks import report
+
+    d = np.array([-3.0, -1.0, 2.0, 4.0, 0.0])
+    # Walsh averages of the 5 values (15 of them) have median 0.5; the sign test drops the tie: 2 of 4
+    assert report.hodges_lehmann(d) == 0.5
+    assert report.sign_test_p(d) == 1.0
+    assert report.sign_test_p(np.full(10, -1.0)) == pytest.approx(2 / 2**10)
 
 
 def test_interpolation_table_pairs_by_seed_and_attention_and_reports_the_share_recovered():

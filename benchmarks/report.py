@@ -97,6 +97,33 @@ def curve_agreement(df: pd.DataFrame, column: str = "test_curve") -> str:
             f"{100 * rel.max():.1f} % ({where[int(rel.argmax())]}).")
 
 
+def lead_persistence_table(df: pd.DataFrame, epoch: int = 3) -> str:
+    """Per model, dataset and horizon: is continuous attention's test MSE lower after ``epoch`` and
+    still lower at the checkpoint early stopping kept? Separates an early-training lead from a lead
+    in the final forecast. Gaps are relative to softmax; pairs where both runs reached ``epoch``."""
+    curves = df.set_index(SETTING + ["seed", "attention"])[["test_curve", "test_mse"]]
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    for key in sorted({k[:-1] for k in curves.index}, key=str):
+        if key + ("softmax",) not in curves.index or key + ("continuous",) not in curves.index:
+            continue
+        soft, cont = curves.loc[key + ("softmax",)], curves.loc[key + ("continuous",)]
+        soft_curve, cont_curve = json.loads(soft["test_curve"]), json.loads(cont["test_curve"])
+        if len(soft_curve) < epoch or len(cont_curve) < epoch:
+            continue
+        at_epoch = (cont_curve[epoch - 1] - soft_curve[epoch - 1]) / soft_curve[epoch - 1]
+        kept = (cont["test_mse"] - soft["test_mse"]) / soft["test_mse"]
+        groups.setdefault((key[0], key[2], key[3]), []).append((at_epoch, kept))
+    if not groups:
+        return ""
+    lines = [f"| model | dataset | horizon | pairs | continuous lower after epoch {epoch} | mean gap there "
+             "| continuous lower at the kept checkpoint | mean gap there |", "|---|---|---|---|---|---|---|---|"]
+    for (model, dataset, horizon), gaps in sorted(groups.items()):
+        at_epoch, kept = np.array(gaps).T
+        lines.append(f"| {model} | {dataset} | {horizon} | {len(gaps)} | {int((at_epoch < 0).sum())}/{len(gaps)} | "
+                     f"{100 * at_epoch.mean():+.2f} % | {int((kept < 0).sum())}/{len(gaps)} | {100 * kept.mean():+.2f} % |")
+    return "\n".join(lines)
+
+
 def pairs(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, seed) holding both attentions' test metrics."""
     if set(df["attention"]) < {"softmax", "continuous"}:
@@ -397,6 +424,9 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
                 "The same per horizon:",
                 early_table(tested, epochs=3, column="test_curve", label="test", by="horizon"),
                 curve_agreement(tested),
+                "Does a lead after epoch 3 last? Test MSE after epoch 3 against the checkpoint early "
+                "stopping kept (gaps relative to softmax; a run that stopped at epoch 3 kept it):",
+                lead_persistence_table(tested),
             ]
     interpolation = interpolation_table(df)
     if interpolation:

@@ -211,6 +211,24 @@ def test_curve_agreement_is_relative_to_softmax_at_the_same_epoch():
     assert report.curve_agreement(pd.DataFrame(rows[-1:])) == ""
 
 
+def test_lead_persistence_compares_epoch_three_with_the_kept_checkpoint():
+    from benchmarks import report
+
+    rows = []
+    for dataset, seed, soft, cont in (("ETTh1", 0, ([0.5, 0.45, 0.40, 0.38], 0.38), ([0.5, 0.45, 0.36, 0.40], 0.40)),
+                                      ("ETTh1", 1, ([0.5, 0.45, 0.40], 0.40), ([0.5, 0.45, 0.42], 0.42)),
+                                      ("ETTh1", 2, ([0.5, 0.45], 0.45), ([0.5, 0.44], 0.44)),  # no epoch 3
+                                      ("ETTm2", 0, ([0.2, 0.18, 0.16], 0.16), ([0.2, 0.18, 0.15], 0.15))):
+        for attention, (curve, kept) in (("softmax", soft), ("continuous", cont)):
+            rows.append(dict(model="patchtst", pos_encoding="learned", dataset=dataset, horizon=96, regime="regular",
+                             seed=seed, attention=attention, test_curve=json.dumps(curve), test_mse=kept))
+    table = report.lead_persistence_table(pd.DataFrame(rows))
+    # ETTh1: seed 0 ahead at epoch 3 (-10 %), behind at its kept epoch 4 (+5.26 %); seed 1 behind both (+5 %)
+    assert "| patchtst | ETTh1 | 96 | 2 | 1/2 | -2.50 % | 0/2 | +5.13 % |" in table
+    assert "| patchtst | ETTm2 | 96 | 1 | 1/1 | -6.25 % | 1/1 | -6.25 % |" in table
+    assert report.lead_persistence_table(pd.DataFrame(rows[:2]), epoch=5) == ""
+
+
 def test_report_cli_names_a_folder_without_results(tmp_path, capsys):
     from benchmarks import report
 

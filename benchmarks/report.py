@@ -76,16 +76,20 @@ def with_test_curves(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["test_curve"].astype(str).str.startswith("[")]  # NaN reads "nan"
 
 
+def paired_runs(df: pd.DataFrame, columns: list[str]):
+    """Yield (setting + seed, softmax row, continuous row) for every run that has its partner."""
+    runs = df.set_index(SETTING + ["seed", "attention"])[columns]
+    for key in sorted({k[:-1] for k in runs.index}, key=str):
+        if key + ("softmax",) in runs.index and key + ("continuous",) in runs.index:
+            yield key, runs.loc[key + ("softmax",)], runs.loc[key + ("continuous",)]
+
+
 def curve_agreement(df: pd.DataFrame, column: str = "test_curve") -> str:
     """How far apart the attentions are at the same epoch, relative to softmax's MSE: the summary
     behind "the final difference comes from which epoch each run kept". Epochs both runs reached."""
-    curves = df.set_index(SETTING + ["seed", "attention"])[column].map(json.loads)
     rel, where = [], []
-    for key in sorted({k[:-1] for k in curves.index}, key=str):
-        soft, cont = curves.get(key + ("softmax",)), curves.get(key + ("continuous",))
-        if soft is None or cont is None:
-            continue
-        for e, (s, c) in enumerate(zip(soft, cont)):
+    for key, soft_row, cont_row in paired_runs(df, [column]):
+        for e, (s, c) in enumerate(zip(json.loads(soft_row[column]), json.loads(cont_row[column]))):
             rel.append(abs(c - s) / s)
             where.append(f"{key[2]}-{key[3]} {key[4]} seed {key[5]}, epoch {e + 1}")
     if not rel:
@@ -101,12 +105,8 @@ def lead_persistence_table(df: pd.DataFrame, epoch: int = 3) -> str:
     """Per model, dataset and horizon: is continuous attention's test MSE lower after ``epoch`` and
     still lower at the checkpoint early stopping kept? Separates an early-training lead from a lead
     in the final forecast. Gaps are relative to softmax; pairs where both runs reached ``epoch``."""
-    curves = df.set_index(SETTING + ["seed", "attention"])[["test_curve", "test_mse"]]
     groups: dict[tuple, list[tuple[float, float]]] = {}
-    for key in sorted({k[:-1] for k in curves.index}, key=str):
-        if key + ("softmax",) not in curves.index or key + ("continuous",) not in curves.index:
-            continue
-        soft, cont = curves.loc[key + ("softmax",)], curves.loc[key + ("continuous",)]
+    for key, soft, cont in paired_runs(df, ["test_curve", "test_mse"]):
         soft_curve, cont_curve = json.loads(soft["test_curve"]), json.loads(cont["test_curve"])
         if len(soft_curve) < epoch or len(cont_curve) < epoch:
             continue

@@ -46,22 +46,27 @@ def load(folder: Path) -> pd.DataFrame:
     return df[df["status"] == "ok"].drop_duplicates("cell_id", keep="last")
 
 
+def paired_runs(df: pd.DataFrame, columns: list[str]):
+    """Yield (setting + seed, softmax row, continuous row) for every run that has its partner."""
+    runs = df.set_index(SETTING + ["seed", "attention"])[columns]
+    for key in sorted({k[:-1] for k in runs.index}, key=str):
+        if key + ("softmax",) in runs.index and key + ("continuous",) in runs.index:
+            yield key, runs.loc[key + ("softmax",)], runs.loc[key + ("continuous",)]
+
+
 def early_table(df: pd.DataFrame, epochs: int = 3, column: str = "val_curve", label: str = "val",
                 by: str = "regime") -> str:
     """Paired Δ of a per-epoch curve (validation MSE by default) after each of the first epochs, per
     value of ``by`` (a SETTING column) and over all: an early-training advantage, and where? Pairs
     where both runs reached that epoch."""
-    curves = df.set_index(SETTING + ["seed", "attention"])[column].map(json.loads)
     lines = [f"| {by} | epoch | pairs | Δ {label} MSE (cont − soft) [95 % CI] | continuous lower |",
              "|---|---|---|---|---|"]
-    keys = {k[:-1] for k in curves.index}
     col = SETTING.index(by)
-    for group in sorted({k[col] for k in keys}) + ["all"]:
+    pairs = [(key[col], json.loads(soft[column]), json.loads(cont[column]))
+             for key, soft, cont in paired_runs(df, [column])]
+    for group in sorted({g for g, _, _ in pairs}) + ["all"]:
         for e in range(epochs):
-            d = [curves[k + ("continuous",)][e] - curves[k + ("softmax",)][e] for k in keys
-                 if group in ("all", k[col]) and k + ("continuous",) in curves.index
-                 and k + ("softmax",) in curves.index
-                 and len(curves[k + ("continuous",)]) > e and len(curves[k + ("softmax",)]) > e]
+            d = [c[e] - s[e] for g, s, c in pairs if group in ("all", g) and len(c) > e and len(s) > e]
             if d:
                 st = paired_stats(np.array(d))
                 lines.append(f"| {group} | {e + 1} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | "
@@ -74,14 +79,6 @@ def with_test_curves(df: pd.DataFrame) -> pd.DataFrame:
     if "test_curve" not in df:
         return df.iloc[:0]
     return df[df["test_curve"].astype(str).str.startswith("[")]  # NaN reads "nan"
-
-
-def paired_runs(df: pd.DataFrame, columns: list[str]):
-    """Yield (setting + seed, softmax row, continuous row) for every run that has its partner."""
-    runs = df.set_index(SETTING + ["seed", "attention"])[columns]
-    for key in sorted({k[:-1] for k in runs.index}, key=str):
-        if key + ("softmax",) in runs.index and key + ("continuous",) in runs.index:
-            yield key, runs.loc[key + ("softmax",)], runs.loc[key + ("continuous",)]
 
 
 def curve_agreement(df: pd.DataFrame, column: str = "test_curve") -> str:
@@ -307,13 +304,11 @@ def plot_curves(df: pd.DataFrame, path: Path) -> None:
 def plot_paired_deltas(df: pd.DataFrame, path: Path) -> None:
     """Validation MSE of continuous minus softmax per epoch, one thin line per seed, the mean with
     its 95 % t-band: an early-training advantage shows as a band below zero in the first epochs."""
-    curves = df.set_index(SETTING + ["seed", "attention"])["val_curve"].map(json.loads)
     by_setting: dict[tuple, list[np.ndarray]] = {}
-    for key in sorted({k[:-1] for k in curves.index}, key=str):
-        if key + ("continuous",) in curves.index and key + ("softmax",) in curves.index:
-            c, s = curves[key + ("continuous",)], curves[key + ("softmax",)]
-            n = min(len(c), len(s))
-            by_setting.setdefault(key[:-1], []).append(np.array(c[:n]) - np.array(s[:n]))
+    for key, soft, cont in paired_runs(df, ["val_curve"]):
+        c, s = json.loads(cont["val_curve"]), json.loads(soft["val_curve"])
+        n = min(len(c), len(s))
+        by_setting.setdefault(key[:-1], []).append(np.array(c[:n]) - np.array(s[:n]))
     if not by_setting:
         return
     fig, axes = panel_grid(len(by_setting))

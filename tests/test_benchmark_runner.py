@@ -285,3 +285,18 @@ def test_interpolation_table_pairs_by_seed_and_attention_and_reports_the_share_r
     assert "| patchtst | learned | ETTh1 | 96 | drop60 | 0.4000 | 0.6000 | 0.4400 | 4 | -0.1600 [" in table, table
     assert table.endswith("| 4/4 | 80 % |") and "drop30" not in table
     assert report.interpolation_table(pd.DataFrame(rows[:4])) == ""
+
+
+def test_sampling_table_groups_pairs_by_sampling_step_and_pools_the_finer_ones():
+    from benchmarks import report
+
+    p = pd.DataFrame(dict(model="patchtst", horizon=96, dataset=["ETTh1", "ETTm1", "ETTm2", "weather", "weather"],
+                          test_mse_softmax=0.3, d_test_mse=[0.001, -0.002, -0.001, 0.003, 0.002]))
+    table = report.sampling_table(p)
+    assert "| patchtst | 96 | h (ETTh1) | 1 | +0.0010 [" in table, table
+    assert "| patchtst | 96 | 15min (ETTm1, ETTm2) | 2 | -0.0015 [" in table and "| 2/2 |" in table, table
+    assert "| patchtst | 96 | 10min (weather, weather) |" not in table, table
+    assert "| patchtst | 96 | 10min (weather) | 2 | +0.0025 [" in table, table
+    assert "| patchtst | 96 | under 1 h (ETTm1, ETTm2, weather) | 4 | +0.0005 [" in table, table
+    only_hourly = report.sampling_table(p.iloc[:1])
+    assert "under 1 h" not in only_hourly and only_hourly.count("| patchtst |") == 1, only_hourly

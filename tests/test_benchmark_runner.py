@@ -209,6 +209,9 @@ def test_curve_agreement_is_relative_to_softmax_at_the_same_epoch():
     assert "median 0.4 %" in line and "under 1 % in 75 % of epochs" in line
     assert "at most 2.0 % (ETTh2-192 regular seed 0, epoch 1)" in line
     assert report.curve_agreement(pd.DataFrame(rows[-1:])) == ""
+    # Pairs that differ only in model or positions are counted apart, not merged by their description.
+    rope = [dict(row, pos_encoding="rope") for row in rows[:-1]]
+    assert report.curve_agreement(pd.DataFrame(rows + rope)).startswith("4 pairs, 8 epochs:")
 
 
 def test_lead_persistence_compares_epoch_three_with_the_kept_checkpoint():

@@ -92,7 +92,7 @@ def curve_agreement(df: pd.DataFrame, column: str = "test_curve", largest: int =
         epochs = list(zip(json.loads(soft_row[column]), json.loads(cont_row[column])))
         for e, (s, c) in enumerate(epochs):
             rel.append(abs(c - s) / s)
-            side = "higher" if c > s else "lower"
+            side = "higher" if c > s else "lower" if c < s else "level"
             where.append(f"{model} {pos}, {dataset}-{horizon} {regime} seed {seed}, epoch {e + 1}, continuous {side}")
         n_pairs += bool(epochs)
     if not rel:

@@ -209,6 +209,7 @@ def test_curve_agreement_is_relative_to_softmax_at_the_same_epoch():
     assert "median 0.4 %" in line and "under 1 % in 75 % of epochs" in line
     assert "the largest: 2.0 % (patchtst learned, ETTh2-192 regular seed 0, epoch 1, continuous higher); " \
            "0.8 % (patchtst learned, ETTh2-192 regular seed 1, epoch 1, continuous higher); 0.0 %" in line
+    assert "epoch 2, continuous level" in line  # equal MSE is neither side
     assert report.curve_agreement(pd.DataFrame(rows[-1:])) == ""
     # Pairs that differ only in model or positions are counted apart, not merged by their description.
     rope = [dict(row, pos_encoding="rope") for row in rows[:-1]]

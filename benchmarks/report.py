@@ -186,6 +186,40 @@ def paired_table(p: pd.DataFrame, by: list[str], sort: bool = True) -> str:
     return "\n".join(lines)
 
 
+def block_table(df: pd.DataFrame, epochs: int = 3) -> str:
+    """Paired Δ per block of the grid, in the grid's order: a block is how a grid names a question
+    (a priority, an ablation, a check whose prediction was committed before it ran), so each gets
+    its own answer. A pair belongs to its softmax run's block (a cell repeated by a later block ran
+    once, in the first). Adds the sign test and, for runs that recorded it, the mean same-epoch
+    test gap after each of the first ``epochs`` epochs."""
+    if "block" not in df or not len(pairs(df)):
+        return ""
+    key = SETTING + ["seed"]
+    block = df[df["attention"] == "softmax"].set_index(key)["block"]
+    p = pairs(df)
+    p["block"] = [block.get(tuple(k)) for k in p[key].itertuples(index=False)]
+    tested = with_test_curves(df)
+    curves = {k: (json.loads(s["test_curve"]), json.loads(c["test_curve"]))
+              for k, s, c in paired_runs(tested, ["test_curve"])} if len(tested) else {}
+    head = " | ".join(f"test gap after epoch {e + 1}" for e in range(epochs))
+    lines = [f"| block | pairs | Δ MSE (cont − soft) [95 % CI] | Wilcoxon p | sign test p | continuous wins | {head} |",
+             "|" + "---|" * (6 + epochs)]
+    for name in dict.fromkeys(df["block"]):
+        grp = p[p["block"] == name]
+        if not len(grp):
+            continue
+        d = grp["d_test_mse"].to_numpy()
+        st = paired_stats(d)
+        both = [curves[tuple(k)] for k in grp[key].itertuples(index=False) if tuple(k) in curves]
+        gaps = []
+        for e in range(epochs):
+            g = [cont[e] - soft[e] for soft, cont in both if len(soft) > e and len(cont) > e]
+            gaps.append(f"{np.mean(g):+.4f} ({len(g)})" if g else "—")
+        lines.append(f"| {name} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | {_fmt(st['p_w'], 3)} | "
+                     f"{_fmt(sign_test_p(d), 3)} | {int((d < 0).sum())}/{st['n']} | {' | '.join(gaps)} |")
+    return "\n".join(lines)
+
+
 def hodges_lehmann(d: np.ndarray) -> float:
     """Median of the Walsh averages (d_i + d_j) / 2, i <= j: the shift the signed-rank test sees."""
     d = np.asarray(d, dtype=float)
@@ -427,6 +461,9 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
             sampling_table(p),
             "Per setting:",
             paired_table(p, SETTING),
+            "Per block of the grid (test gaps: mean continuous − softmax test MSE at the same epoch, "
+            "pairs in brackets; blocks without per-epoch test MSE show —):",
+            block_table(df),
             "Early training: validation MSE after each of the first epochs, paired as above:",
             early_table(df),
             "The same per horizon (every model, regime and positional encoding):",

@@ -305,3 +305,26 @@ def test_sampling_table_groups_pairs_by_sampling_step_and_pools_the_finer_ones()
     assert "| patchtst | 96 | under 1 h (ETTm1, ETTm2, weather) | 4 | +0.0005 [" in table, table
     only_hourly = report.sampling_table(p.iloc[:1])
     assert "under 1 h" not in only_hourly and only_hourly.count("| patchtst |") == 1, only_hourly
+
+
+def test_block_table_answers_each_block_of_the_grid_in_grid_order():
+    from benchmarks import report
+
+    rows = []
+    # (block, seed, regime, softmax (test_mse, curve), continuous (test_mse, curve)); a curve of None: not recorded
+    for block, seed, regime, soft, cont in (
+            ("check", 0, "drop30", (0.30, [0.40, 0.33, 0.30]), (0.29, [0.36, 0.32, 0.29])),
+            ("check", 1, "drop30", (0.30, [0.40, 0.30]), (0.31, [0.38, 0.31])),   # stopped after 2 epochs
+            ("earlier", 0, "regular", (0.20, None), (0.22, None))):
+        for attention, (mse, curve) in (("softmax", soft), ("continuous", cont)):
+            rows.append(dict(model="patchtst", pos_encoding="learned", dataset="ETTm1", horizon=96, regime=regime,
+                             seed=seed, attention=attention, test_mse=mse, test_mae=mse, block=block,
+                             test_curve=json.dumps(curve) if curve else float("nan")))
+    rows.append(dict(rows[0], seed=5, attention="continuous"))  # no softmax partner: not a pair
+    table = report.block_table(pd.DataFrame(rows)).splitlines()
+    assert len(table) == 4 and table[0].startswith("| block | pairs |") and "test gap after epoch 3 |" in table[0]
+    # check: Δ −0.01 and +0.01; the gaps at the same epoch: (−0.04 −0.02)/2, (−0.01 +0.01)/2, −0.01 from one pair
+    assert table[2].startswith("| check | 2 | +0.0000 [") and table[2].endswith(
+        "| — | 1.000 | 1/2 | -0.0300 (2) | +0.0000 (2) | -0.0100 (1) |"), table[2]
+    assert table[3] == "| earlier | 1 | +0.0200 [—, —] | — | 1.000 | 0/1 | — | — | — |"
+    assert report.block_table(pd.DataFrame(rows).drop(columns="block")) == ""

@@ -202,8 +202,8 @@ def block_table(df: pd.DataFrame, epochs: int = 3) -> str:
     curves = {k: (json.loads(s["test_curve"]), json.loads(c["test_curve"]))
               for k, s, c in paired_runs(tested, ["test_curve"])} if len(tested) else {}
     head = " | ".join(f"test gap after epoch {e + 1}" for e in range(epochs))
-    lines = [f"| block | pairs | Δ MSE (cont − soft) [95 % CI] | Wilcoxon p | sign test p | continuous wins | {head} |",
-             "|" + "---|" * (6 + epochs)]
+    lines = [f"| block | pairs | Δ MSE (cont − soft) [95 % CI] | paired t p | Wilcoxon p | sign test p | continuous wins | {head} |",
+             "|" + "---|" * (7 + epochs)]
     for name in dict.fromkeys(df["block"]):
         grp = p[p["block"] == name]
         if not len(grp):
@@ -215,7 +215,7 @@ def block_table(df: pd.DataFrame, epochs: int = 3) -> str:
         for e in range(epochs):
             g = [cont[e] - soft[e] for soft, cont in both if len(soft) > e and len(cont) > e]
             gaps.append(f"{np.mean(g):+.4f} ({len(g)})" if g else "—")
-        lines.append(f"| {name} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | {_fmt(st['p_w'], 3)} | "
+        lines.append(f"| {name} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | {_fmt(st['p_t'], 3)} | {_fmt(st['p_w'], 3)} | "
                      f"{_fmt(sign_test_p(d), 3)} | {int((d < 0).sum())}/{st['n']} | {' | '.join(gaps)} |")
     return "\n".join(lines)
 

@@ -325,6 +325,6 @@ def test_block_table_answers_each_block_of_the_grid_in_grid_order():
     assert len(table) == 4 and table[0].startswith("| block | pairs |") and "test gap after epoch 3 |" in table[0]
     # check: Δ −0.01 and +0.01; the gaps at the same epoch: (−0.04 −0.02)/2, (−0.01 +0.01)/2, −0.01 from one pair
     assert table[2].startswith("| check | 2 | +0.0000 [") and table[2].endswith(
-        "| — | 1.000 | 1/2 | -0.0300 (2) | +0.0000 (2) | -0.0100 (1) |"), table[2]
-    assert table[3] == "| earlier | 1 | +0.0200 [—, —] | — | 1.000 | 0/1 | — | — | — |"
+        "| 1.000 | — | 1.000 | 1/2 | -0.0300 (2) | +0.0000 (2) | -0.0100 (1) |"), table[2]
+    assert table[3] == "| earlier | 1 | +0.0200 [—, —] | — | — | 1.000 | 0/1 | — | — | — |"
     assert report.block_table(pd.DataFrame(rows).drop(columns="block")) == ""

@@ -84,6 +84,24 @@ def expand(grid: dict) -> list[dict]:
     return cells
 
 
+def warmup_warnings(cells: list[dict]) -> list[str]:
+    """Cells whose early stopping can end training during OneCycle's warm-up. OneCycle's length
+    follows max_epochs, and validation MSE may rise while the learning rate climbs, so a patience
+    shorter than the warm-up can stop a run before the peak (the budget probe's first design:
+    patience 2 against a 3.2-epoch warm-up stopped it at epoch 3, keeping epoch 1). One line per
+    block and setting; a warning, since the published ETTm recipe (patience 20, warm-up 40) does it."""
+    found: dict[tuple, float] = {}
+    for c in cells:
+        if c.get("lr_schedule") == "onecycle":
+            warmup = c.get("pct_start", 0.3) * c["max_epochs"]
+            if c["patience"] < warmup:
+                found[(c["block"], c["dataset"], c["patience"], c["max_epochs"])] = warmup
+    return [f"warning: block {block!r}, {dataset}: early-stopping patience {patience} is shorter than OneCycle's "
+            f"{warmup:g}-epoch warm-up (of {epochs} epochs); a run can stop before the learning rate peaks. "
+            f"Give patience >= {warmup:g} to run the schedule through."
+            for (block, dataset, patience, epochs), warmup in found.items()]
+
+
 def finished(path: Path, retry_failed: bool) -> set[str]:
     if not path.exists():
         return set()
@@ -160,6 +178,8 @@ def main(argv: list[str] | None = None) -> None:
     done = finished(results, args.retry_failed)
     todo = [c for c in cells if cell_id(c) not in done][: args.max_cells]
     print(f"{grid_path.name}: {len(cells)} cells, {len(cells) - len(todo)} already recorded, {len(todo)} to run -> {out}")
+    for line in warmup_warnings(todo):
+        print(line)
     if args.dry_run:
         for c in todo:
             print(" ", cell_id(c))

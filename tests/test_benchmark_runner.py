@@ -328,3 +328,14 @@ def test_block_table_answers_each_block_of_the_grid_in_grid_order():
         "| 1.000 | — | 1.000 | 1/2 | -0.0300 (2) | +0.0000 (2) | -0.0100 (1) |"), table[2]
     assert table[3] == "| earlier | 1 | +0.0200 [—, —] | — | — | 1.000 | 0/1 | — | — | — |"
     assert report.block_table(pd.DataFrame(rows).drop(columns="block")) == ""
+
+
+def test_warmup_warning_names_cells_whose_patience_ends_inside_onecycle_warmup():
+    base = dict(block="probe", dataset="ETTm2", lr_schedule="onecycle", pct_start=0.4, max_epochs=8)
+    lines = run.warmup_warnings([dict(base, patience=2), dict(base, patience=2, seed=1),  # one line for both
+                                 dict(base, patience=8, dataset="ETTm1"),                 # runs the schedule through
+                                 dict(base, patience=2, max_epochs=3, dataset="weather"),  # warm-up 1.2 epochs
+                                 dict(base, patience=1, lr_schedule="type3", dataset="ETTh1")])
+    assert lines == ["warning: block 'probe', ETTm2: early-stopping patience 2 is shorter than OneCycle's 3.2-epoch "
+                     "warm-up (of 8 epochs); a run can stop before the learning rate peaks. Give patience >= 3.2 "
+                     "to run the schedule through."]

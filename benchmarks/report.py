@@ -192,11 +192,11 @@ def block_table(df: pd.DataFrame, epochs: int = 3) -> str:
     its own answer. A pair belongs to its softmax run's block (a cell repeated by a later block ran
     once, in the first). Adds the sign test and, for runs that recorded it, the mean same-epoch
     test gap after each of the first ``epochs`` epochs."""
-    if "block" not in df or not len(pairs(df)):
+    p = pairs(df)
+    if "block" not in df or not len(p):
         return ""
     key = SETTING + ["seed"]
     block = df[df["attention"] == "softmax"].set_index(key)["block"]
-    p = pairs(df)
     p["block"] = [block.get(tuple(k)) for k in p[key].itertuples(index=False)]
     tested = with_test_curves(df)
     curves = {k: (json.loads(s["test_curve"]), json.loads(c["test_curve"]))

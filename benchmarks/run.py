@@ -26,7 +26,7 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from benchmarks import report
-from benchmarks.study_cell import KEY_FIELDS, cell_id, run_cell
+from benchmarks.study_cell import KEY_FIELDS, PCT_START, cell_id, run_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS = ROOT / "benchmarks" / "grids"
@@ -56,7 +56,7 @@ def published_settings(model: str, dataset: str) -> dict:
         "model_args": init,
         "lr": cfg["model"]["lr"],
         "lr_schedule": cfg["model"]["lr_schedule"],
-        "pct_start": cfg["model"].get("pct_start", 0.3),
+        "pct_start": cfg["model"].get("pct_start", PCT_START),
         "lookback": cfg["data"]["lookback"],
         "batch_size": cfg["data"]["batch_size"],
         "eval_batch_size": cfg["data"].get("eval_batch_size", 256),
@@ -93,7 +93,7 @@ def warmup_warnings(cells: list[dict]) -> list[str]:
     found: dict[tuple, float] = {}
     for c in cells:
         if c.get("lr_schedule") == "onecycle":
-            warmup = c.get("pct_start", 0.3) * c["max_epochs"]
+            warmup = c.get("pct_start", PCT_START) * c["max_epochs"]
             if c["patience"] < warmup:
                 found[(c["block"], c["dataset"], c["patience"], c["max_epochs"])] = warmup
     return [f"warning: block {block!r}, {dataset}: early-stopping patience {patience} is shorter than OneCycle's "

@@ -6,6 +6,7 @@ training budget; everything needed to rerun it is in the dict, which is recorded
 
 from __future__ import annotations
 
+import inspect
 import json
 import resource
 import shutil
@@ -20,6 +21,9 @@ from lightning.pytorch.loggers import CSVLogger
 from ts_continuum.data import ForecastDataModule
 from ts_continuum.models import build_model
 from ts_continuum.training import ForecastingModule
+
+# OneCycle's warm-up share when neither the config nor the grid gives one: the module's own default.
+PCT_START = inspect.signature(ForecastingModule.__init__).parameters["pct_start"].default
 
 # name -> (fraction of inputs dropped, fill dropped inputs by interpolation)
 REGIMES = {
@@ -101,7 +105,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         attention=cell["attention"], pos_encoding=cell["pos_encoding"], **cell.get("model_args", {}),
     )
     module = ForecastingModule(model, lr=float(cell["lr"]), lr_schedule=cell["lr_schedule"],
-                               pct_start=float(cell.get("pct_start", 0.3)))
+                               pct_start=float(cell.get("pct_start", PCT_START)))
     clock = EpochClock()
     test_curve = TestCurve(dm)
     # Its own folder, emptied first: a cell restarted after an interruption must not find (or be

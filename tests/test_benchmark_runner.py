@@ -143,6 +143,21 @@ def test_pooled_report_counts_each_folder_seed_as_a_pair(tmp_path):
     assert "Training cost" not in text
 
 
+def test_a_failure_fixed_by_a_retry_is_not_reported_as_failed(tmp_path):
+    from benchmarks import report
+
+    for cell, status, error in (("a", "failed", "OOM"), ("a", "ok", ""), ("b", "failed", "first"), ("b", "failed", "second")):
+        row = {k: "" for k in run.RESULT_FIELDS}
+        row.update(model="patchtst", attention="softmax", pos_encoding="learned", dataset="ETTh1", horizon=96,
+                   regime="regular", seed=0, status=status, test_mse=0.38 if status == "ok" else "", test_mae=0.4,
+                   epochs=2, train_s_per_epoch=40, threads=2, val_curve="[0.7, 0.69]", cell_id=cell, error=error)
+        run.append(tmp_path / "results.csv", row)
+    failed = report.load_failed(tmp_path)
+    assert failed["cell_id"].tolist() == ["b"] and failed["error"].tolist() == ["second"]
+    text = report.write(tmp_path).read_text()
+    assert "1 finished cells, 1 failed" in text and "- b: second" in text and "- a:" not in text, text
+
+
 def test_results_written_before_a_new_column_keep_every_row(tmp_path):
     """results.csv from an older runner (fewer columns) is extended, not mixed up or lost."""
     path = tmp_path / "results.csv"
@@ -191,6 +206,10 @@ def test_early_training_table_pairs_curves_per_regime_and_per_horizon():
     assert "| all | 1 | 4 | +0.0050 [" in by_horizon
     by_regime = report.early_table(df, epochs=2)
     assert "| drop60 | 2 | 1 | -0.0100 [" in by_regime and "| regular | 1 | 3 | +0.0133 [" in by_regime
+    # a tie is neither lower nor higher, and the count says so
+    tied = pd.concat([df, df.iloc[:2].assign(seed=7, val_curve=json.dumps([0.5, 0.4]))])
+    assert "| 96 | 1 | 3 | -0.0133 [" in report.early_table(tied, epochs=1, by="horizon").split("| 336 |")[0]
+    assert "| 2/3 (1 level) |" in report.early_table(tied, epochs=1, by="horizon")
 
 
 def test_curve_agreement_is_relative_to_softmax_at_the_same_epoch():
@@ -286,8 +305,11 @@ def test_interpolation_table_pairs_by_seed_and_attention_and_reports_the_share_r
             rows.append(dict(model="patchtst", pos_encoding="learned", dataset="ETTh1", horizon=96, regime=regime,
                              seed=seed, attention=attention, test_mse=mse))
     table = report.interpolation_table(pd.DataFrame(rows))
-    # irregular 0.6000, interpolated 0.4400: Δ −0.16 over 4 pairs, 80 % of the 0.20 lost by dropping won back
-    assert "| patchtst | learned | ETTh1 | 96 | drop60 | 0.4000 | 0.6000 | 0.4400 | 4 | -0.1600 [" in table, table
+    # irregular 0.6000, interpolated 0.4400: Δ −0.16, 80 % of the 0.20 lost by dropping won back; a
+    # seed's two attentions share the dropped inputs, so the interval is over the 2 seeds (−0.165,
+    # −0.155: mean −0.16, sd 0.00707, t(0.975, 1) = 12.706 -> half-width 0.0635), wins over the 4 runs
+    assert "| patchtst | learned | ETTh1 | 96 | drop60 | 0.4000 | 0.6000 | 0.4400 | 2 | -0.1600 [-0.2235, -0.0965] |" \
+        in table, table
     assert table.endswith("| 4/4 | 80 % |") and "drop30" not in table
     assert report.interpolation_table(pd.DataFrame(rows[:4])) == ""
 
@@ -305,6 +327,10 @@ def test_sampling_table_groups_pairs_by_sampling_step_and_pools_the_finer_ones()
     assert "| patchtst | 96 | under 1 h (ETTm1, ETTm2, weather) | 4 | +0.0005 [" in table, table
     only_hourly = report.sampling_table(p.iloc[:1])
     assert "under 1 h" not in only_hourly and only_hourly.count("| patchtst |") == 1, only_hourly
+    # labels name the datasets of each model's own runs: PatchTST on ETTh1 and ETTh2, the encoder on ETTh1 only
+    with_encoder = report.sampling_table(pd.concat([p, p.iloc[:1].assign(dataset="ETTh2"), p.iloc[:1].assign(model="encoder")]))
+    assert "| patchtst | 96 | h (ETTh1, ETTh2) | 2 |" in with_encoder, with_encoder
+    assert "| encoder | 96 | h (ETTh1) | 1 |" in with_encoder and with_encoder.count("| encoder |") == 1, with_encoder
 
 
 def test_block_table_answers_each_block_of_the_grid_in_grid_order():
@@ -328,6 +354,24 @@ def test_block_table_answers_each_block_of_the_grid_in_grid_order():
         "| 1.000 | — | 1.000 | 1/2 | -0.0300 (2) | +0.0000 (2) | -0.0100 (1) |"), table[2]
     assert table[3] == "| earlier | 1 | +0.0200 [—, —] | — | — | 1.000 | 0/1 | — | — | — |"
     assert report.block_table(pd.DataFrame(rows).drop(columns="block")) == ""
+
+
+def test_report_names_blocks_as_the_folders_grid_does_now(tmp_path):
+    """A block renamed after its cells ran is reported under its current name; a cell the grid no
+    longer holds keeps the name it ran under."""
+    from benchmarks import report
+
+    grid = {"name": "g", "out": str(tmp_path), "blocks": [
+        {"name": "renamed", "model": "patchtst", "attention": ["softmax", "continuous"], "pos_encoding": "learned",
+         "dataset": "ETTh1", "horizon": 96, "regime": "regular", "seed": [0]}]}
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(grid))
+    ids = [run.cell_id(c) for c in run.expand(grid)]
+    for cid, attention in ((ids[0], "softmax"), (ids[1], "continuous"), ("gone", "softmax")):
+        row = {k: "" for k in run.RESULT_FIELDS}
+        row.update(model="patchtst", attention=attention, pos_encoding="learned", dataset="ETTh1", horizon=96,
+                   regime="regular", seed=0, status="ok", test_mse=0.38, cell_id=cid, block="old-name")
+        run.append(tmp_path / "results.csv", row)
+    assert report.load(tmp_path)["block"].tolist() == ["renamed", "renamed", "old-name"]
 
 
 def test_warmup_warning_names_cells_whose_patience_ends_inside_onecycle_warmup():

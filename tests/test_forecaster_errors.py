@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import io
 import json
+from pathlib import Path
 
+import dateutil.tz
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,6 +15,8 @@ from forecaster_data import LB, TINY, H, long_frame, wide_frame
 
 from ts_continuum import Forecaster
 from ts_continuum.forecasting import NotFittedError
+from ts_continuum.forecasting.frames import parse_times
+from ts_continuum.forecasting.timing import parse_freq
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +109,32 @@ def test_missing_ids_and_missing_timestamps():
         Forecaster(**TINY).fit(df)
 
 
+def test_repeated_column_names_are_named_with_the_fix(fitted):
+    df = long_frame()
+    with pytest.raises(ValueError, match=r"column\(s\) 'y' appear more than once.*drop or rename"):
+        Forecaster(**TINY).fit(pd.concat([df, df[["y"]]], axis=1))
+    with pytest.raises(ValueError, match=r"column\(s\) 'unique_id', 'ds' appear more than once"):
+        Forecaster(**TINY).fit(pd.concat([df, df[["ds", "unique_id"]]], axis=1))
+    with pytest.raises(ValueError, match=r"'z' appear more than once"):
+        fitted.predict(pd.concat([df, df[["z"]]], axis=1))
+    with pytest.raises(ValueError, match=r"'unique_id' appear more than once"):
+        fitted.predict(pd.concat([df, df[["unique_id"]]], axis=1))
+    wide = wide_frame()
+    with pytest.raises(ValueError, match=r"'b' appear more than once"):
+        Forecaster(**TINY).fit(pd.concat([wide, wide[["b"]]], axis=1))
+    Forecaster(**TINY, limit_train_batches=2).fit(pd.concat([df, df[["z"]]], axis=1), target_cols="y")  # unused repeats: fine
+
+
+def test_ids_and_times_in_the_index_get_a_reset_index_hint(fitted):
+    df = long_frame()
+    with pytest.raises(ValueError, match=r"'unique_id' .*is not in the frame.*index level.*reset_index\(\)"):
+        fitted.predict(df.set_index(["unique_id", "ds"]))
+    with pytest.raises(ValueError, match=r"'unique_id' .*index level.*reset_index\(\)"):
+        fitted.predict(df.set_index("unique_id"))
+    with pytest.raises(ValueError, match=r"index level.*reset_index\(\)"):
+        Forecaster(**TINY).fit(df.set_index(["unique_id", "ds"]))
+
+
 # --- time -------------------------------------------------------------------------------------
 def test_duplicate_timestamps_within_a_series():
     df = long_frame()
@@ -153,6 +185,62 @@ def test_bad_freq_for_numeric_times():
     df = wide_frame().reset_index(drop=True).rename_axis("t").reset_index()
     with pytest.raises(ValueError, match="times are numbers, so freq must be a positive number"):
         Forecaster(**TINY, freq="h").fit(df, time_col="t")
+
+
+ZONEFILE = Path("/usr/share/zoneinfo/America/New_York")  # a dateutil zone known by its file only (key None)
+
+
+@pytest.mark.parametrize("tz", [
+    "dateutil/Europe/Berlin", dateutil.tz.gettz("America/New_York"), dateutil.tz.tzoffset(None, 5400),
+    dt.timezone(dt.timedelta(hours=-3)),
+    pytest.param(str(ZONEFILE), marks=pytest.mark.skipif(not ZONEFILE.is_file(), reason="no system zoneinfo")),
+])
+def test_time_zones_of_any_library_survive_predict_backtest_and_save(tz, tmp_path):
+    df = long_frame(tz="UTC")
+    df["ds"] = df["ds"].dt.tz_convert(dateutil.tz.tzfile(tz) if tz == str(ZONEFILE) else tz)
+    f = Forecaster(**TINY, limit_train_batches=2).fit(df)
+    pred = f.predict()
+    last = df.groupby("unique_id")["ds"].max()
+    assert (pred.groupby("unique_id")["ds"].min() == last + pd.Timedelta(hours=1)).all()
+    assert pred["ds"].dt.tz.utcoffset(pred["ds"][0]) == df["ds"].dt.tz.utcoffset(pred["ds"][0])
+    pd.testing.assert_frame_equal(Forecaster.load(f.save(tmp_path / "m")).predict(), pred)
+    assert len(f.backtest(df).forecasts) == 3 * H
+    repeat = pd.concat([df.iloc[:11], df.iloc[[10]], df.iloc[11:]], ignore_index=True)
+    with pytest.raises(ValueError, match=r"1 duplicate timestamp\(s\) within a series \('a' at 2021-01-01"):
+        f.predict(repeat)
+
+
+def test_a_time_zone_without_a_storable_name_is_refused_with_the_fix():
+    df = long_frame(tz="UTC")
+    data = (ZONEFILE if ZONEFILE.is_file() else Path(dateutil.tz.gettz("Europe/Berlin")._filename)).read_bytes()
+    df["ds"] = df["ds"].dt.tz_convert(dateutil.tz.tzfile(io.BytesIO(data)))  # a zone without any name
+    with pytest.raises(ValueError, match=r"time zone .*BytesIO.* cannot be stored by name; convert .*tz_convert"):
+        Forecaster(**TINY).fit(df)
+
+
+def test_day_frequencies_are_24_hours():
+    day = pd.Timedelta(days=1).value
+    for freq in ("D", "1D", pd.offsets.Day(), "2D", pd.offsets.Day(3)):
+        assert parse_freq(freq, "datetime") == day * pd.tseries.frequencies.to_offset(freq).n
+    with pytest.raises(ValueError, match="positive duration"):
+        parse_freq("-1D", "datetime")
+    with pytest.raises(ValueError, match=r"not a fixed duration.*'D' \(24 hours\)"):
+        parse_freq("MS", "datetime")
+
+
+def test_object_columns_of_numbers_are_numeric_times():
+    times, kind, tz, dtype = parse_times(pd.Series([3, 1, 2, None], dtype=object).iloc[:3], "t")
+    assert (kind, tz, dtype, times.tolist()) == ("numeric", None, "int64", [3.0, 1.0, 2.0])
+    assert parse_times(pd.Series([0.5, 1, np.int64(2)], dtype=object), "t")[1:] == ("numeric", None, "float64")
+    df = wide_frame().reset_index(drop=True)
+    df["t"] = pd.Series(range(len(df)), dtype=object)
+    pred = Forecaster(**TINY, limit_train_batches=2).fit(df, time_col="t").predict()
+    assert pred["t"].tolist() == list(range(len(df), len(df) + H))
+    df["t"] = pd.Series([*range(len(df) - 1), "2022-01-01"], dtype=object)
+    with pytest.raises(ValueError, match="time column 't' mixes numbers and other values"):
+        Forecaster(**TINY).fit(df, time_col="t")
+    with pytest.raises(ValueError, match="missing"):
+        parse_times(pd.Series([1, None, 3], dtype=object), "t")
 
 
 # --- too little data --------------------------------------------------------------------------

@@ -100,15 +100,18 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
     else:
         if time_col is None or time_col not in columns:
             if not (isinstance(df.index, pd.DatetimeIndex) or (time_col is not None and df.index.name == time_col)):
-                hint = [c for c in columns if pd.api.types.is_datetime64_any_dtype(df[c])]
+                hint = [c for c in columns if _is_datetime_column(df, c)]
                 raise ValueError(
                     f"no time column {time_col!r}{did_you_mean(time_col, columns)} and the index is not a "
                     "DatetimeIndex; pass time_col=<the column holding the timestamps>"
                     + (f" (datetime columns: {listing(hint)})" if hint else "")
                     + ", or id_col=... for long format"
+                    + _index_hint(df, [time_col, LONG_ID])
                 )
             index_name, time_col = df.index.name, None  # the time is the index
-        targets = list(target_cols) if target_cols is not None else [c for c in columns if c != time_col]
+        default = list(dict.fromkeys(c for c in columns if c != time_col))  # a repeated name is reported below
+        targets = list(target_cols) if target_cols is not None else default
+        _require_unique(df, [c for c in (time_col, *targets) if c is not None])
         bad = [c for c in targets if target_cols is None and not _is_number(df[c])]
         if bad:
             raise ValueError(
@@ -122,6 +125,7 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
     if clash:
         raise ValueError(f"target_cols must not include the id or time column: {listing(clash)}")
     _require_columns(df, targets, "target")
+    _require_unique(df, [c for c in (id_col, time_col, *targets) if c is not None])
     return FrameSpec("long" if long else "wide", id_col, time_col, index_name, tuple(targets))
 
 
@@ -131,6 +135,7 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
         raise ValueError(f"expected a pandas DataFrame for {what}, got {type(df).__name__}")
     needed = [c for c in (spec.id_col, spec.time_col) if c is not None] + list(spec.target_cols)
     _require_columns(df, needed, f"{what} ({spec.kind} format, as at fit)")
+    _require_unique(df, needed)
     if spec.time_col is None and not (isinstance(df.index, pd.DatetimeIndex) or df.index.name == spec.index_name):
         raise ValueError(f"{what}: the model was fitted on a frame with the time in its index; "
                          "give a frame with the same kind of index")
@@ -192,12 +197,51 @@ def parse_times(raw: pd.Series | pd.Index, name: str) -> tuple[np.ndarray, str, 
     if pd.api.types.is_datetime64_any_dtype(dtype):
         index = pd.DatetimeIndex(raw)
     else:
+        numbers = _object_numbers(pd.Series(raw), name)
+        if numbers is not None:
+            return parse_times(numbers, name)
         index = _parse_object_times(pd.Series(raw), name)
     if index.hasnans:
         raise ValueError(f"time column {name!r} has {int(index.isna().sum())} missing timestamps; "
                          "every row needs a time")
-    tz = None if index.tz is None else str(index.tz)
-    return index.as_unit("ns").asi8.copy(), "datetime", tz, str(index.dtype)
+    if index.tz is None:
+        return index.as_unit("ns").asi8.copy(), "datetime", None, str(index.dtype)
+    tz = _tz_name(index, name)
+    return index.as_unit("ns").asi8.copy(), "datetime", tz, str(pd.DatetimeTZDtype(index.unit, tz))
+
+
+def _tz_name(index: pd.DatetimeIndex, name: str) -> str:
+    """A name of ``index``'s time zone that gives the same local times back from a string.
+
+    The zone is kept as a string (saved forecasters store it in JSON), and ``str(tz)`` is not
+    always a name: dateutil zones print as ``tzfile('/usr/share/zoneinfo/...')``.
+    """
+    tz = index.tz
+    wall = index.tz_localize(None)
+    for candidate in _tz_candidates(tz):
+        try:
+            same = wall.equals(index.tz_convert(candidate).tz_localize(None))
+        except (KeyError, ValueError, TypeError, OSError):  # not a zone pandas can look up
+            continue
+        if same:
+            return candidate
+    raise ValueError(f"the time zone {tz!r} of time column {name!r} cannot be stored by name; convert the times "
+                     "to an IANA zone, e.g. df[time].dt.tz_convert('Europe/Berlin') or .dt.tz_convert('UTC')")
+
+
+def _tz_candidates(tz) -> list[str]:
+    """Names ``tz`` may go by: zoneinfo's key, pytz's zone, a dateutil file's IANA name, a fixed offset."""
+    names = [getattr(tz, "key", None), getattr(tz, "zone", None)]
+    path = getattr(tz, "_filename", None)  # dateutil tzfile: '/usr/share/zoneinfo/Europe/Berlin' or 'Europe/Berlin'
+    if isinstance(path, str):
+        names.append(path.replace("\\", "/").rsplit("zoneinfo/", 1)[-1])
+    offset = tz.utcoffset(None)  # only fixed-offset zones answer without a date
+    if offset is not None:
+        minutes = int(offset.total_seconds()) // 60
+        names.append("UTC" if minutes == 0 else
+                     f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}")
+    names.append(str(tz))
+    return [n for n in names if isinstance(n, str) and n]
 
 
 def native_to_pandas(times: np.ndarray, kind: str, tz: str | None, time_dtype: str) -> pd.Index:
@@ -245,12 +289,58 @@ def _require_columns(df: pd.DataFrame, names: list[str], role: str) -> None:
         if name not in df.columns:
             raise ValueError(
                 f"column {name!r} ({role}) is not in the frame{did_you_mean(name, columns)}; "
-                f"columns: {listing(columns, 12)}"
+                f"columns: {listing(columns, 12)}" + _index_hint(df, names)
             )
+
+
+def _index_hint(df: pd.DataFrame, names: list) -> str:
+    """How to fix columns that are missing because they sit in the (Multi)Index, or ""."""
+    in_index = [n for n in names if n is not None and n not in df.columns and n in df.index.names]
+    if not in_index:
+        return ""
+    return (f"; {listing(in_index)} {'is an index level' if len(in_index) == 1 else 'are index levels'}: "
+            "call df.reset_index() to make them columns")
+
+
+def _require_unique(df: pd.DataFrame, names: list[str]) -> None:
+    """Refuse a repeated name among the columns used: ``df[name]`` would be a frame, not a column."""
+    repeated = set(df.columns[df.columns.duplicated()])
+    bad = [n for n in dict.fromkeys(names) if n in repeated]
+    if bad:
+        raise ValueError(f"column(s) {listing(bad)} appear more than once in the frame (e.g. after "
+                         "pd.concat(..., axis=1)); drop or rename the repeats, e.g. "
+                         "df.loc[:, ~df.columns.duplicated()]")
+
+
+def _is_datetime_column(df: pd.DataFrame, name) -> bool:
+    column = df[name]
+    return isinstance(column, pd.Series) and pd.api.types.is_datetime64_any_dtype(column)
 
 
 def _is_number(column: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_complex_dtype(column.dtype)
+
+
+def _object_numbers(raw: pd.Series, name: str) -> pd.Series | None:
+    """An object column of numbers as int64/float64 (None if it holds no numbers); mixed ones are refused.
+
+    Without this, ``pd.to_datetime`` reads integers as nanoseconds since 1970.
+    """
+    present = [v for v in raw if not _is_missing(v)]
+    numeric = [isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+               for v in present]
+    if not any(numeric):
+        return None
+    if not all(numeric):
+        other = next(v for v, n in zip(present, numeric) if not n)
+        raise ValueError(f"time column {name!r} mixes numbers and other values (e.g. {other!r}); make it one kind, "
+                         "e.g. with pd.to_numeric or pd.to_datetime")
+    integers = len(present) == len(raw) and all(isinstance(v, (int, np.integer)) for v in present)
+    return raw.astype(np.int64 if integers else np.float64)
+
+
+def _is_missing(value) -> bool:
+    return pd.api.types.is_scalar(value) and bool(pd.isna(value))
 
 
 def _parse_object_times(raw: pd.Series, name: str) -> pd.DatetimeIndex:

@@ -31,20 +31,32 @@ def parse_freq(freq, time_kind: str) -> float | int:
                          f"pd.Timedelta(hours=1), got the number {freq!r}")
     try:
         if isinstance(freq, str):
-            offset = pd.tseries.frequencies.to_offset(freq)
-            if not isinstance(offset, pd.offsets.Tick):
-                raise ValueError(f"{freq!r} is a calendar offset of varying length")
-            step = pd.Timedelta(offset)
-        elif isinstance(freq, (pd.Timedelta, dt.timedelta, np.timedelta64, pd.offsets.Tick)):
+            step = _offset_step(pd.tseries.frequencies.to_offset(freq), freq)
+        elif isinstance(freq, (pd.Timedelta, dt.timedelta, np.timedelta64)):
             step = pd.Timedelta(freq)
+        elif isinstance(freq, pd.offsets.BaseOffset):
+            step = _offset_step(freq, freq)
         else:
             raise ValueError(f"unsupported type {type(freq).__name__}")
     except ValueError as exc:
-        raise ValueError(f"freq={freq!r} is not a fixed duration ({exc}); use e.g. 'h', '15min', '1D' or a "
-                         "pd.Timedelta") from None
+        raise ValueError(f"freq={freq!r} is not a fixed duration ({exc}); use e.g. 'h', '15min', 'D' (24 hours) "
+                         "or a pd.Timedelta") from None
     if step <= pd.Timedelta(0):
         raise ValueError(f"freq must be a positive duration, got {freq!r}")
     return int(step.value)
+
+
+def _offset_step(offset: pd.offsets.BaseOffset, freq) -> pd.Timedelta:
+    """A pandas offset as a fixed duration; a day is 24 hours.
+
+    Times are UTC nanoseconds, so a day cannot follow a daylight-saving change; pandas 3 no longer
+    counts ``Day`` as a fixed ``Tick`` for that reason, pandas 2 does.
+    """
+    if isinstance(offset, pd.offsets.Day):
+        return pd.Timedelta(days=offset.n)
+    if isinstance(offset, pd.offsets.Tick):
+        return pd.Timedelta(offset)
+    raise ValueError(f"{freq!r} is a calendar offset of varying length")
 
 
 def infer_freq(panel: Panel) -> float | int:

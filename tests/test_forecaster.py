@@ -199,8 +199,62 @@ def test_save_refuses_a_non_empty_directory_unless_overwrite(fitted, tmp_path):
     (target / "keep.txt").write_text("mine")
     with pytest.raises(ValueError, match="not empty; pass overwrite=True"):
         fitted.save(target)
+    with pytest.raises(ValueError, match="holds no saved forecaster"):  # overwrite replaces saves only
+        fitted.save(target, overwrite=True)
+    assert [p.name for p in target.iterdir()] == ["keep.txt"] and (target / "keep.txt").read_text() == "mine"
+
+
+def test_overwrite_replaces_a_saved_forecaster_but_not_files_beside_it(fitted, tmp_path):
+    other = Forecaster(**TINY, seed=5).fit(long_frame(drop=0.2), target_cols=TARGETS)
+    target = other.save(tmp_path / "model")
     fitted.save(target, overwrite=True)
-    assert (target / "keep.txt").read_text() == "mine" and Forecaster.load(target).freq_ == fitted.freq_
+    pd.testing.assert_frame_equal(Forecaster.load(target).predict(), fitted.predict())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no staging or replaced directory left
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"save\(\) did not write \(notes.txt\)"):
+        other.save(target, overwrite=True)
+    assert (target / "notes.txt").read_text() == "mine"
+    pd.testing.assert_frame_equal(Forecaster.load(target).predict(), fitted.predict())
+
+
+def test_a_failed_save_leaves_nothing_behind_and_keeps_the_old_save(fitted, tmp_path, monkeypatch):
+    import torch
+
+    old = fitted.save(tmp_path / "old")
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+
+    def disk_full(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", disk_full)  # fails after forecaster.json is written
+    with pytest.raises(OSError, match="disk full"):
+        fitted.save(tmp_path / "new")
+    with pytest.raises(OSError, match="disk full"):
+        fitted.save(old, overwrite=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["old"]
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before
+
+
+def test_freq_given_as_any_fixed_duration_is_saved_as_one_parse_freq_reads_back():
+    """pandas 3 no longer counts Day as a fixed Tick; a saved freq must still be kept, not dropped."""
+    from ts_continuum.forecasting.persistence import _json_safe
+    from ts_continuum.forecasting.timing import parse_freq
+
+    for freq in (pd.offsets.Day(2), pd.offsets.Hour(3), pd.Timedelta(minutes=15), "h"):
+        kept, dropped = _json_safe({"freq": freq})
+        assert dropped == [] and parse_freq(kept["freq"], "datetime") == parse_freq(freq, "datetime")
+
+
+def test_numpy_scalar_arguments_are_saved_as_plain_numbers(tmp_path):
+    f = Forecaster(**{**TINY, "d_model": np.int64(8), "batch_size": np.int64(16)}, dropout=np.float64(0.0))
+    f.fit(wide_frame())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # nothing is left out
+        path = f.save(tmp_path / "np")
+    config = json.loads((path / "forecaster.json").read_text())
+    assert config["forecaster"]["d_model"] == 8 and config["model_config"]["d_model"] == 8
+    assert config["forecaster"]["dropout"] == 0.0 and config["forecaster"]["batch_size"] == 16
+    pd.testing.assert_frame_equal(Forecaster.load(path).predict(), f.predict())
 
 
 def test_save_load_keeps_wide_format_time_zone_and_a_timedelta_freq(tmp_path):
@@ -240,6 +294,20 @@ def test_backtest_windows_forecasts_and_metrics(fitted, data):
     seen = fc.dropna(subset=["z"])
     np.testing.assert_allclose(result.overall.loc["z", "mse"], ((seen["z"] - seen["z_forecast"]) ** 2).mean())
     assert result.overall.loc["z", "n"] == len(seen)
+
+
+def test_backtest_scales_a_new_series_by_its_history_up_to_each_origin():
+    df = long_frame()
+    f = Forecaster(**TINY, revin=False).fit(df, target_cols=TARGETS)  # no RevIN to absorb a shifted scale
+    new = df[df["unique_id"] == "a"].assign(unique_id="new")
+    moved = new.copy()
+    moved.loc[moved.index[-H:], TARGETS] += 100.0  # only the values scored in the last window differ
+    result = f.backtest(new, n_windows=2)
+    pd.testing.assert_frame_equal(result.forecasts.drop(columns=TARGETS),
+                                  f.backtest(moved, n_windows=2).forecasts.drop(columns=TARGETS))
+    for cutoff, window in result.forecasts.groupby("cutoff"):  # each window is predict() on its history
+        alone = f.predict(new[new["ds"] <= cutoff])
+        np.testing.assert_allclose(window["y_forecast"], alone["y"], rtol=1e-5, atol=1e-6)
 
 
 def test_backtest_on_wide_data():
@@ -294,13 +362,40 @@ def test_best_validation_weights_are_restored_at_the_end():
 
     net = torch.nn.Linear(2, 1)
     keep = BestWeights()
-    trainer = SimpleNamespace(sanity_checking=False, callback_metrics={})
-    for val, fill in ((2.0, 1.0), (1.0, 5.0), (3.0, 9.0)):  # the epoch with val 1.0 is the best
+    trainer = SimpleNamespace(sanity_checking=False, callback_metrics={}, current_epoch=0)
+    for epoch, (val, fill) in enumerate(((2.0, 1.0), (1.0, 5.0), (3.0, 9.0))):  # the epoch with val 1.0 is the best
         torch.nn.init.constant_(net.weight, fill)
-        trainer.callback_metrics = {"val_mse": torch.tensor(val)}
+        trainer.current_epoch, trainer.callback_metrics = epoch, {"val_mse": torch.tensor(val)}
         keep.on_validation_end(trainer, net)
     keep.on_fit_end(trainer, net)
-    assert torch.equal(net.weight, torch.full((1, 2), 5.0)) and keep.best == 1.0
+    assert torch.equal(net.weight, torch.full((1, 2), 5.0)) and keep.best == 1.0 and keep.epoch == 1
+
+
+def test_fit_metrics_describe_the_kept_best_epoch_not_the_last():
+    import torch
+    from lightning.pytorch.callbacks import Callback
+
+    class Record(Callback):
+        def __init__(self):
+            self.val, self.weights = [], []
+
+        def on_validation_end(self, trainer, pl_module):
+            if not trainer.sanity_checking:
+                self.val.append(float(trainer.callback_metrics["val_mse"]))
+                self.weights.append({k.removeprefix("model."): v.clone() for k, v in pl_module.state_dict().items()})
+
+    record = Record()
+    f = Forecaster(**{**TINY, "max_epochs": 4}, lr=0.05, limit_train_batches=2, early_stopping_patience=5,
+                   callbacks=[record]).fit(long_frame(), target_cols="y", val_size=12)
+    best = int(np.argmin(record.val))
+    assert best != len(record.val) - 1  # this run's last epoch is worse: the case being tested
+    m = f.fit_metrics_
+    np.testing.assert_allclose(m["val_mse"], record.val[best], rtol=1e-6)
+    np.testing.assert_allclose(m["last_val_mse"], record.val[-1], rtol=1e-6)
+    assert m["best_epoch"] == best and m["epochs"] == len(record.val) == 4
+    assert {"train_loss", "val_mae", "last_train_loss", "last_val_mae"} <= set(m)
+    for name, value in f.model_.state_dict().items():  # ... and the model holds that epoch's weights
+        assert torch.equal(value, record.weights[best][name])
 
 
 def test_arguments_that_are_not_json_are_named_when_saving(tmp_path):

@@ -5,8 +5,9 @@ For each series the last ``n_windows`` cutoffs lie ``step`` nominal steps apart,
 ``horizon`` steps before the series' last observation. On irregular data a cutoff falls between
 observations: the forecast origin is the last observation at or before it (reported as ``cutoff``),
 and cutoffs sharing an origin are reported once. The forecast uses only the history up to the
-origin; actuals are the observations after it matched to horizon slots as in training (averaged
-when several land in one slot, NaN when none does). Errors are in the data's original units.
+origin, scaling included (a series unseen in fit is standardised by its rows up to the origin);
+actuals are the observations after it matched to horizon slots as in training (averaged when several
+land in one slot, NaN when none does). Errors are in the data's original units.
 """
 
 from __future__ import annotations
@@ -55,13 +56,37 @@ def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None)
         series.append(np.full(len(rows), i))
     origins, series = np.concatenate(origins), np.concatenate(series)
 
-    scaler = f._scaler_for(panel)
-    values = scaler.transform(panel.values, panel.bounds)
-    f._check_history(windows, values, origins, panel, series)
-    predicted = scaler.inverse(f._forecast(windows.batch(values, origins, with_targets=False)), series)
+    f._check_history(windows, panel.values, origins, panel, series)  # counts observations: unscaled values do
+    predicted = _forecasts(f, panel, windows, origins, series)
     actual, matched = windows.targets(panel.values, origins)
     return _result(f.spec_, panel, origins, series, future_times(panel.times[origins], f.freq_, H), actual, matched,
                    predicted)
+
+
+def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray) -> np.ndarray:
+    """Forecasts (W, H, C) in original units, each from the history up to its origin.
+
+    A series unseen in fit is standardised by its own statistics, fitted per window on the rows up to
+    that window's origin: exactly what ``predict`` on that history does. Statistics of the whole frame
+    would let the values being scored shape their own forecasts (and those of the earliest cutoff
+    alone would make later windows differ from ``predict``). Windows are grouped by their rank within
+    their series, one scaler per rank, so the cost is ``n_windows`` passes over the rows, not one per
+    window. Known series use their training statistics, so they need a single group.
+    """
+    new = np.array([sid not in f.series_ for sid in panel.ids], dtype=bool)
+    rank = np.arange(len(origins)) - np.searchsorted(series, series)  # origins are sorted by series, then row
+    if not new[series].any():
+        rank = np.zeros_like(rank)
+    out = np.empty((len(origins), f.horizon, panel.values.shape[1]))
+    for r in np.unique(rank):
+        sel = np.flatnonzero(rank == r)
+        upto = panel.last_rows.copy()
+        upto[series[sel]] = origins[sel]
+        scaler = f._scaler_for(panel, upto)
+        values = scaler.transform(panel.values, panel.bounds)
+        scaled = f._forecast(windows.batch(values, origins[sel], with_targets=False))
+        out[sel] = scaler.inverse(scaled, series[sel])
+    return out
 
 
 def _result(spec, panel, origins, series, times, actual, matched, predicted) -> BacktestResult:

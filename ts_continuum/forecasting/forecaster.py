@@ -194,9 +194,12 @@ class Forecaster:
         self._warn_if_blind(panel, self.freq_)
         return panel
 
-    def _scaler_for(self, panel: Panel) -> Scaler:
-        """Training statistics for known series, the series' own history for new ones."""
-        own = Scaler.fit(panel.values, panel.bounds)
+    def _scaler_for(self, panel: Panel, upto: np.ndarray | None = None) -> Scaler:
+        """Training statistics for known series; for a new one, its own history: the rows up to
+        ``upto`` (S,) row indices, default all. ``predict`` forecasts after every row, so all of them
+        are history; ``backtest`` passes its origins, so that no scored value shapes the scaling."""
+        history = panel if upto is None else panel.take(np.arange(len(panel.times)) <= upto[panel.codes])
+        own = Scaler.fit(history.values, history.bounds)
         known = np.array([self.series_.get(sid, -1) for sid in panel.ids])
         old = known[:, None] >= 0
         return Scaler(np.where(old, self.scaler_.mean[known], own.mean),

@@ -5,12 +5,18 @@ column/format metadata, nominal step, model config, series ids), ``weights.pt`` 
 state dict, read back with ``weights_only=True``) and ``state.npz`` (scalers and each series' last
 input window, which ``predict()`` without a frame continues). A format-version bump marks layouts
 this code cannot read; such directories are refused rather than half-read.
+
+A save is written into a fresh sibling directory and renamed into place at the end, so a failure
+leaves no partial directory and never mixes new files with old ones. ``overwrite=True`` replaces
+only a directory holding nothing but a saved forecaster: anything else there is the user's.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
+import uuid
 import warnings
 from pathlib import Path
 
@@ -22,21 +28,38 @@ import ts_continuum
 
 from .frames import FrameSpec, Panel
 from .scaling import Scaler
+from .timing import parse_freq
 
 FORMAT = "ts-continuum-forecaster"
 FORMAT_VERSION = 1
 CONFIG, WEIGHTS, ARRAYS = "forecaster.json", "weights.pt", "state.npz"
 
 
+def _to_json(value):
+    """``value`` with numpy scalars and arrays as Python numbers and lists, tuples as lists: what
+    ``json`` writes (and reads back) as plain values; anything else is left for ``json`` to refuse."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {_to_json(k): _to_json(v) for k, v in value.items()}
+    return value
+
+
 def _json_safe(args: dict) -> tuple[dict, list[str]]:
+    """The JSON-serialisable arguments (as plain JSON values) and the names of the others."""
     kept, dropped = {}, []
     for name, value in args.items():
-        if name == "freq" and isinstance(value, (pd.Timedelta, dt.timedelta, np.timedelta64, pd.offsets.Tick)):
-            value = f"{pd.Timedelta(value).value}ns"  # a duration as an offset alias that parse_freq reads back
+        if name == "freq" and isinstance(value, (pd.Timedelta, dt.timedelta, np.timedelta64, pd.offsets.BaseOffset)):
+            value = f"{parse_freq(value, 'datetime')}ns"  # a duration as an offset alias that parse_freq reads back
+        value = _to_json(value)
         try:
             json.dumps(value)
             kept[name] = value
-        except TypeError:
+        except (TypeError, ValueError):
             dropped.append(name)
     return kept, dropped
 
@@ -45,20 +68,38 @@ def _plain(x):
     return x.item() if isinstance(x, np.generic) else x
 
 
-def save_forecaster(f, path: Path, overwrite: bool) -> Path:
+def _check_target(path: Path, overwrite: bool) -> None:
+    """Refuse a path whose contents a save would lose: a file, or a non-empty directory unless
+    ``overwrite`` and it holds only a saved forecaster's files."""
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} exists and is not a directory; choose a directory path")
-    if path.is_dir() and any(path.iterdir()) and not overwrite:
+    names = {p.name for p in path.iterdir()} if path.is_dir() else set()
+    if not names:
+        return
+    if not overwrite:
         raise ValueError(f"{path} is not empty; pass overwrite=True to replace a saved forecaster, "
                          "or choose a new path")
+    if CONFIG not in names:
+        raise ValueError(f"{path} is not empty and holds no saved forecaster (no {CONFIG}); overwrite=True "
+                         "only replaces a directory written by save(): choose a new path")
+    foreign = sorted(names - {CONFIG, WEIGHTS, ARRAYS})
+    if foreign:
+        raise ValueError(f"{path} holds files save() did not write ({', '.join(foreign[:5])}); overwriting would "
+                         "delete them: move them elsewhere or choose a new path")
+
+
+def _config(f) -> tuple[str, list[str]]:
+    """``forecaster.json``'s text and the constructor arguments left out of it; raises before anything
+    is written if the forecaster cannot be saved."""
     ids = [_plain(i) for i in f.context_.ids]
     if not all(i is None or isinstance(i, (str, int, float)) for i in ids):
         raise ValueError("series ids must be strings or numbers to be saved; "
                          "convert the id column, e.g. with astype(str)")
     args, dropped = _json_safe(f.init_args)
-    if dropped:
-        warnings.warn(f"not saved (not JSON-serialisable): {', '.join(dropped)}; pass them again to Forecaster.load's "
-                      "result if you train it further", UserWarning, stacklevel=3)
+    model_config, unsaved = _json_safe(dict(f.model_.config))
+    if unsaved:
+        raise ValueError(f"model arguments {', '.join(unsaved)} are not JSON-serialisable, so a saved model could "
+                         "not be rebuilt; pass plain numbers and strings")
     ctx = f.context_
     config = {
         "format": FORMAT,
@@ -68,15 +109,53 @@ def save_forecaster(f, path: Path, overwrite: bool) -> Path:
         "spec": f.spec_.to_dict(),
         "freq": f.freq_,
         "time": {"kind": ctx.time_kind, "tz": ctx.tz, "dtype": ctx.time_dtype},
-        "model_config": dict(f.model_.config),
+        "model_config": model_config,
         "ids": ids,
         "fit_metrics": getattr(f, "fit_metrics_", {}),
     }
-    path.mkdir(parents=True, exist_ok=True)
-    (path / CONFIG).write_text(json.dumps(config, indent=2))
-    torch.save(f.model_.state_dict(), path / WEIGHTS)
-    np.savez(path / ARRAYS, mean=f.scaler_.mean, std=f.scaler_.std,
+    return json.dumps(_to_json(config), indent=2), dropped
+
+
+def _write(f, text: str, directory: Path) -> None:
+    ctx = f.context_
+    (directory / CONFIG).write_text(text)
+    torch.save(f.model_.state_dict(), directory / WEIGHTS)
+    np.savez(directory / ARRAYS, mean=f.scaler_.mean, std=f.scaler_.std,
              bounds=ctx.bounds, times=ctx.times, values=ctx.values)
+
+
+def _move_into_place(new: Path, path: Path) -> None:
+    """Rename ``new`` to ``path``; an existing ``path`` (checked by ``_check_target``) is moved aside
+    first and deleted only once ``new`` is in place."""
+    if not path.exists():
+        new.rename(path)
+        return
+    old = path.with_name(f".{path.name}.replaced-{uuid.uuid4().hex[:8]}")
+    path.rename(old)
+    try:
+        new.rename(path)
+    except BaseException:
+        old.rename(path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def save_forecaster(f, path: Path, overwrite: bool) -> Path:
+    target = path.resolve()  # a symlinked directory is replaced where it points, not the link
+    _check_target(target, overwrite)
+    text, dropped = _config(f)
+    if dropped:
+        warnings.warn(f"not saved (not JSON-serialisable): {', '.join(dropped)}; pass them again to Forecaster.load's "
+                      "result if you train it further", UserWarning, stacklevel=3)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.saving-{uuid.uuid4().hex[:8]}")
+    staging.mkdir()
+    try:
+        _write(f, text, staging)
+        _move_into_place(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return path
 
 

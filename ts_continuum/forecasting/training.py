@@ -2,7 +2,8 @@
 
 Nothing is written to the user's working directory unless asked: the Trainer's root directory is a
 temporary one (removed after fit) unless ``default_root_dir`` is given, and the best validation
-weights are restored from memory, so early stopping needs no checkpoint files.
+weights are restored from memory, so early stopping needs no checkpoint files. The metrics reported
+are those of the weights kept: with validation, the best epoch's, not the last one's.
 """
 
 from __future__ import annotations
@@ -18,32 +19,60 @@ from torch.utils.data import DataLoader
 MONITOR = "val_mse"
 
 
+def _scalars(metrics: dict) -> dict[str, float]:
+    """Logged scalars as floats, without Lightning's ``_step``/``_epoch`` copies of ``train_loss``."""
+    return {k: float(v) for k, v in metrics.items()
+            if isinstance(v, torch.Tensor) and v.numel() == 1 and not k.endswith(("_step", "_epoch"))}
+
+
 class BestWeights(Callback):
-    """Remembers the weights of the best validation epoch and restores them when fitting ends."""
+    """Remembers the weights of the best validation epoch and restores them when fitting ends; keeps
+    that epoch's index and metrics, since those describe the model that fit() returns."""
 
     def __init__(self, monitor: str = MONITOR):
         self.monitor, self.best, self.state = monitor, float("inf"), None
+        self.epoch: int | None = None
+        self.metrics: dict[str, float] = {}
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         value = trainer.callback_metrics.get(self.monitor)
         if trainer.sanity_checking or value is None or not float(value) < self.best:
             return
-        self.best = float(value)
+        self.best, self.epoch = float(value), trainer.current_epoch
         self.state = {k: v.detach().clone() for k, v in pl_module.state_dict().items()}
+        self.metrics = _scalars(trainer.callback_metrics)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.current_epoch != self.epoch:
+            return
+        # the epoch's mean training loss exists only now; validation figures stay those of the kept weights
+        kept = {k: v for k, v in self.metrics.items() if k.startswith("val_")}
+        self.metrics = {**_scalars(trainer.callback_metrics), **kept}
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.state is not None:
             pl_module.load_state_dict(self.state)
 
 
+def fit_metrics(last: dict[str, float], epochs: int, best: BestWeights | None) -> dict[str, float]:
+    """The kept weights' metrics under their logged names (``train_loss``, ``val_mse``, ...) and
+    ``epochs`` trained; with validation also ``best_epoch`` (counted from 0) and the last epoch's
+    figures as ``last_<name>``."""
+    if best is None or best.epoch is None:  # no validation: the last epoch's weights are kept
+        return {**last, "epochs": epochs}
+    return {**best.metrics, "best_epoch": best.epoch, "epochs": epochs, **{f"last_{k}": v for k, v in last.items()}}
+
+
 def run_fit(module: L.LightningModule, trainer_kwargs: dict, train: DataLoader, val: DataLoader | None,
             patience: int) -> dict[str, float]:
-    """Fit ``module``; returns the last logged metrics (floats)."""
+    """Fit ``module``; returns ``fit_metrics`` (floats; epoch counts as ints)."""
     kwargs = dict(trainer_kwargs)
     given = kwargs.pop("callbacks", None) or []
     callbacks = [given] if isinstance(given, Callback) else list(given)
+    best = None
     if val is not None:
-        callbacks += [EarlyStopping(monitor=MONITOR, patience=patience, mode="min"), BestWeights()]
+        best = BestWeights()
+        callbacks += [EarlyStopping(monitor=MONITOR, patience=patience, mode="min"), best]
     with tempfile.TemporaryDirectory(prefix="ts-continuum-") as tmp, warnings.catch_warnings():
         # batches are built whole in the main process: worker processes would only add overhead
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
@@ -52,4 +81,4 @@ def run_fit(module: L.LightningModule, trainer_kwargs: dict, train: DataLoader, 
         trainer = L.Trainer(callbacks=callbacks, **kwargs)
         trainer.fit(module, train_dataloaders=train, val_dataloaders=val)
     module.cpu()
-    return {k: float(v) for k, v in trainer.callback_metrics.items() if isinstance(v, torch.Tensor) and v.numel() == 1}
+    return fit_metrics(_scalars(trainer.callback_metrics), trainer.current_epoch, best)

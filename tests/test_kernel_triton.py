@@ -124,6 +124,13 @@ def test_head_dim_32_and_custom_scale_float32():
     assert_float32_match(tensors, "repeat", causal=True, scale=0.9, **kw)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_negative_scale_float32(causal):
+    """The kernel's segment moments assume scale >= 0; the op negates q for a negative one."""
+    tensors, kw = make_case(B=1, H=2, T=20, seed=11)
+    assert_float32_match(tensors, "zero", causal=causal, scale=-0.8, **kw)
+
+
 def test_large_scores_and_long_segments_stay_exact_float32():
     """Scores of tens and segments of very different lengths: the running max must carry the range."""
     (q, *rest), kw = make_case(B=1, H=1, T=48, seed=9)

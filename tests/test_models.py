@@ -97,6 +97,20 @@ def test_rope_attention_sees_only_time_differences(attention):
     assert (layer(x, moved, lengths)[valid] - out[valid]).abs().max() > 1e-4
 
 
+def test_rope_scores_depend_only_on_time_differences_far_from_zero():
+    """Angles are formed in float64: in float32, times near 1e5 move q·k by about 1 %."""
+    from ts_continuum.attention.rope import apply_rope
+
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 1, 2, 8, 16)
+    t = torch.cumsum(0.5 + torch.rand(8, dtype=torch.float64), -1)
+
+    def scores(times):
+        return apply_rope(q, times) @ apply_rope(k, times).transpose(-1, -2)
+
+    torch.testing.assert_close(scores(t + 1e5), scores(t), atol=1e-4, rtol=1e-4)
+
+
 def test_patchtst_irregular_readout_is_time_aligned():
     """Dropping the newest observations must tell the model the data ends earlier, not shift it."""
     m = make(PatchTST, attention="softmax", pos_encoding="learned")

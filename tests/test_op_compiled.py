@@ -41,6 +41,25 @@ def test_compile_can_be_switched_off(monkeypatch):
     assert backends.select("auto", q, 2, 2).kernels is not backends.EAGER_KERNELS
 
 
+def test_running_out_of_memory_is_raised_and_keeps_compilation_on(monkeypatch):
+    """A failing compiler switches to the eager path for good; running out of memory is not that."""
+    tiles = backends._CompiledTiles.__new__(backends._CompiledTiles)
+    tiles.failed = False
+
+    def oom(*args):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    def broken(*args):
+        raise RuntimeError("no C compiler")
+
+    with pytest.raises(torch.OutOfMemoryError):
+        tiles._call(oom, lambda *a: "eager")
+    assert not tiles.failed
+    with pytest.warns(RuntimeWarning, match="using the eager torch path"):
+        assert tiles._call(broken, lambda *a: "eager") == "eager"
+    assert tiles.failed
+
+
 def _cache_entries(fn) -> int:
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 

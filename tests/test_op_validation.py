@@ -50,11 +50,41 @@ def call(**overrides):
         (dict(sink_gap=float("nan")), "sink_gap must be a positive"),
         (dict(scale=float("inf")), "scale must be a finite number"),
         (dict(backend="cuda"), "backend must be one of"),
+        (dict(causal="no"), "causal must be True or False"),
+        (dict(causal=None), "causal must be True or False"),
+        (dict(times=torch.arange(5.0) + 0j), "times must be real numbers"),
+        (dict(sink="learned", sink_k=torch.zeros(2, 4), sink_v=torch.zeros(2, 3)), r"sink_v must have shape \(H, Dv\)"),
     ],
 )
 def test_bad_arguments_raise_value_error(overrides, match):
     with pytest.raises(ValueError, match=match):
         call(**overrides)
+
+
+def test_numpy_numbers_and_list_lengths_are_accepted():
+    import numpy as np
+
+    q, k, v = qkv()
+    want = call(q=q, k=k, v=v, scale=0.5, sink_gap=2.0, lengths=torch.tensor([5, 3]))
+    torch.testing.assert_close(call(q=q, k=k, v=v, scale=np.float32(0.5), sink_gap=np.int64(2), lengths=[5, 3]), want)
+
+
+def test_only_gaps_matter_even_far_from_zero_in_float32():
+    """Gaps are taken in float64: in float32, 1e7 - 0.5 (the sink point) rounds to 1e7 - 1 or 1e7."""
+    torch.manual_seed(0)
+    q, k, v = qkv(B=1, T=6)
+    near = continuous_attention(q, k, v, times=torch.arange(6.0, dtype=torch.float64), sink_gap=0.5, backend="torch")
+    far = continuous_attention(q, k, v, times=torch.arange(6.0) + 1e7, sink_gap=0.5, backend="torch")
+    torch.testing.assert_close(far, near, atol=1e-6, rtol=1e-6)
+
+
+def test_negative_scale_is_the_score_of_negated_queries():
+    torch.manual_seed(1)
+    q, k, v = qkv()
+    times = torch.cumsum(torch.rand(2, 5) + 0.5, -1)
+    got = continuous_attention(q, k, v, times=times, scale=-0.7, backend="torch")
+    torch.testing.assert_close(got, continuous_attention(-q, k, v, times=times, scale=0.7, backend="torch"))
+    assert (got - continuous_attention(q, k, v, times=times, scale=0.7, backend="torch")).abs().max() > 1e-3
 
 
 def test_unsorted_times_beyond_the_valid_length_are_ignored():

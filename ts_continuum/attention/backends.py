@@ -73,6 +73,8 @@ class _CompiledTiles:
             try:
                 with torch._dynamo.config.patch(**{_LIMIT_SETTING: RECOMPILE_LIMIT}):
                     return compiled(*args)
+            except (torch.OutOfMemoryError, KeyboardInterrupt):
+                raise  # the input's fault, not the compiler's: keep compiling later calls
             except Exception as exc:  # compiler missing or broken: the eager path gives the same numbers
                 self.failed = True
                 warnings.warn(

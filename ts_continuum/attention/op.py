@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -34,15 +35,18 @@ def continuous_attention(
         q, k, v: ``(B, H, T, D)`` (``v`` may have its own last dimension), the layout of
             ``torch.nn.functional.scaled_dot_product_attention``. Query t is observation t.
         times: observation times in nominal steps, ``None`` (τ_i = i), ``(T,)`` or ``(B, T)``;
-            strictly increasing over each sequence's valid positions.
+            strictly increasing over each sequence's valid positions. Gaps are taken in float64,
+            so large absolute times keep their resolution. No gradient flows to ``times``
+            (the maths doc, section 4): the segment lengths are data, not parameters.
         causal: query t integrates over [τ_0, τ_t]; otherwise every query integrates over its
             whole sequence.
         sink: the extra point at τ_1 - ``sink_gap``: ``"zero"`` (k = v = 0), ``"repeat"``
-            (a copy of the first observation), ``"learned"`` (``sink_k``/``sink_v`` of shape
-            ``(H, D)``) or ``"none"`` (no extra point).
+            (a copy of the first observation), ``"learned"`` (``sink_k`` of shape ``(H, D)``,
+            ``sink_v`` of shape ``(H, Dv)``) or ``"none"`` (no extra point).
         lengths: ``(B,)`` valid lengths (right padding). Padded keys take no part and padded
             query rows output 0.
-        scale: score scale, default ``D ** -0.5``.
+        scale: score scale, default ``D ** -0.5``; a negative one is applied by negating ``q``
+            (the kernel's segment moments assume a non-negative scale).
         backend: ``"torch"`` (exact PyTorch path), ``"triton"`` (fused kernel) or ``"auto"``
             (the fastest correct backend available for these inputs).
 
@@ -50,17 +54,21 @@ def continuous_attention(
         ``(B, H, T, Dv)`` in the dtype of ``q``; half-precision inputs accumulate in float32.
     """
     B, H, T, D = _check_qkv(q, k, v)
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be True or False, got {causal!r}")
     _check_choice("sink", sink, SINKS)
     _check_choice("backend", backend, BACKENDS)
     lengths = _check_lengths(lengths, B, T, q.device)
     times = _check_times(times, B, T, lengths, q.device)
-    if not (isinstance(sink_gap, (int, float)) and math.isfinite(sink_gap) and sink_gap > 0):
+    if not (_is_real(sink_gap) and math.isfinite(sink_gap) and sink_gap > 0):
         raise ValueError(f"sink_gap must be a positive finite number of nominal steps, got {sink_gap!r}")
     if scale is None:
         scale = D**-0.5
-    elif not (isinstance(scale, (int, float)) and math.isfinite(scale)):
+    elif not (_is_real(scale) and math.isfinite(scale)):
         raise ValueError(f"scale must be a finite number, got {scale!r}")
     sink_k, sink_v = _check_sink_params(sink, sink_k, sink_v, q, v)
+    if scale < 0:  # (-q)·k·|scale| is the same score; the kernel's moments need scale >= 0
+        q, scale = -q, -scale
 
     impl = backends.select(backend, q, D, v.shape[-1])
     if lengths is not None:  # padded positions may hold anything (NaN too): they take no part
@@ -69,7 +77,7 @@ def continuous_attention(
 
     k_ext, v_ext = _with_sink_point(sink, k, v, sink_k, sink_v)
     work = torch.float64 if q.dtype == torch.float64 else torch.float32
-    log_delta = _segment_log_lengths(times, sink_gap, T, q.device).to(work)
+    log_delta = _segment_log_lengths(times, float(sink_gap), T, q.device).to(work)
     first = 2 if sink == "none" else 1
     layout = SegmentLayout(lengths, T, causal, first, q.device)
     out = impl(q, k_ext, v_ext, log_delta, layout, float(scale))
@@ -80,6 +88,11 @@ def continuous_attention(
         if lengths is not None:
             out = out.masked_fill(pad, 0.0)
     return out.to(q.dtype)
+
+
+def _is_real(x) -> bool:
+    """A real number (Python or NumPy scalar), not a bool."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def _check_choice(name: str, value, options) -> None:
@@ -113,7 +126,7 @@ def _check_lengths(lengths, B: int, T: int, device) -> torch.Tensor | None:
     if lengths is None:
         return None
     if not isinstance(lengths, torch.Tensor):
-        lengths = torch.as_tensor(lengths)
+        lengths = torch.as_tensor(lengths, device=device)
     if lengths.shape != (B,):
         raise ValueError(f"lengths must have shape (B,) = ({B},), got {tuple(lengths.shape)}")
     if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
@@ -137,8 +150,9 @@ def _check_times(times, B: int, T: int, lengths, device) -> torch.Tensor | None:
         raise ValueError(f"times must have shape (T,) = ({T},) or (B, T) = ({B}, {T}), got {tuple(times.shape)}")
     if times.device != device:
         raise ValueError(f"times must be on the device of q ({device}), got {times.device}")
-    if not times.is_floating_point():
-        times = times.to(torch.float64)
+    if times.is_complex() or times.dtype == torch.bool:
+        raise ValueError(f"times must be real numbers (nominal steps), got dtype {times.dtype}")
+    times = times.to(torch.float64)  # gaps in float64: float32 rounds 1e7 + 0.5 to 1e7
     t2 = times.reshape(-1, T)
     valid = torch.ones_like(t2, dtype=torch.bool)
     if lengths is not None:
@@ -162,12 +176,12 @@ def _check_sink_params(sink, sink_k, sink_v, q, v):
             raise ValueError(f"sink_k / sink_v are only used with sink='learned', got sink={sink!r}")
         return None, None
     H, D, Dv = q.shape[1], q.shape[-1], v.shape[-1]
-    for name, p, shape in (("sink_k", sink_k, (H, D)), ("sink_v", sink_v, (H, Dv))):
+    for name, p, shape, label in (("sink_k", sink_k, (H, D), "(H, D)"), ("sink_v", sink_v, (H, Dv), "(H, Dv)")):
         if p is None:
-            raise ValueError(f"sink='learned' needs {name} of shape (H, D) = {shape}; pass the learned parameter")
+            raise ValueError(f"sink='learned' needs {name} of shape {label} = {shape}; pass the learned parameter")
         if not isinstance(p, torch.Tensor) or tuple(p.shape) != shape:
             got = tuple(p.shape) if isinstance(p, torch.Tensor) else type(p).__name__
-            raise ValueError(f"{name} must have shape (H, D) = {shape}, got {got}")
+            raise ValueError(f"{name} must have shape {label} = {shape}, got {got}")
         if p.device != q.device:
             raise ValueError(f"{name} must be on the device of q ({q.device}), got {p.device}")
         if not p.is_floating_point():
@@ -194,7 +208,7 @@ def _segment_log_lengths(times, sink_gap: float, T: int, device) -> torch.Tensor
         log_delta = torch.zeros(1, T, device=device, dtype=torch.float64)
         log_delta[:, 0] = math.log(sink_gap)
         return log_delta
-    t2 = times.reshape(-1, T)
-    delta = torch.diff(t2, dim=-1, prepend=t2[:, :1] - sink_gap)  # differences in the times' own dtype
+    t2 = times.reshape(-1, T).to(torch.float64)  # _check_times made them float64 already
+    delta = torch.diff(t2, dim=-1, prepend=t2[:, :1] - sink_gap)
     delta = torch.where(delta > 0, delta, torch.ones_like(delta))  # padded positions: any finite value
-    return torch.log(delta.to(torch.float64))
+    return torch.log(delta)

@@ -22,9 +22,10 @@ def apply_rope(x: torch.Tensor, times: torch.Tensor, base: float = 10000.0) -> t
     Channel pairs are (i, i + D/2) (the "rotate half" layout).
     """
     D = x.shape[-1]
-    freqs = rope_frequencies(D, base, x.device)
-    t = times.to(torch.float32)
-    angles = t[..., None] * freqs  # (B|., T, D/2)
+    freqs = rope_frequencies(D, base, x.device).to(torch.float64)
+    # angles in float64: in float32, times near 1e5 already shift q·k by 1 %; only differences matter
+    # to q·k, but a learned sink key is not rotated, so the origin is kept as given
+    angles = times.to(torch.float64)[..., None] * freqs  # (B|., T, D/2)
     if angles.dim() == 3:
         angles = angles[:, None]  # (B, 1, T, D/2)
     cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)

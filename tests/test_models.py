@@ -171,6 +171,32 @@ def test_wrong_input_shape_is_a_clear_error(cls):
         m(torch.randn(2, m.lookback + 1, m.n_channels))
 
 
+@pytest.mark.parametrize("cls", MODELS)
+def test_bad_masks_times_and_dtypes_are_clear_errors(cls):
+    m = make(cls)
+    x, mask, t = irregular_batch(cls)
+    B, L = x.shape[:2]
+    for kwargs, match in ((dict(x_mask=mask[..., 0]), "x_mask must be a bool tensor of x's shape"),
+                          (dict(x_mask=mask.float()), "x_mask must be a bool tensor"),
+                          (dict(x_mask=mask, x_time=torch.arange(-L, 1.0)), r"x_time must have shape"),
+                          (dict(x_mask=mask, x_time=t.long()), "x_time must be a floating-point tensor"),
+                          (dict(), "x holds NaN but no x_mask was given")):
+        with pytest.raises(ValueError, match=match):
+            m(x, **kwargs)
+    with pytest.raises(ValueError, match="x must have the model's dtype torch.float32"):
+        m(torch.randn(B, L, x.shape[-1], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("attention", ["softmax", "continuous"])
+def test_affine_revin_trains_on_irregular_inputs(attention):
+    """Unobserved inputs are NaN: they must not reach the affine weight's gradient."""
+    m = make(PatchTST, attention=attention, revin_affine=True).train()
+    x, mask, t = irregular_batch(PatchTST)
+    m(x, mask, t).square().mean().backward()
+    bad = [n for n, p in m.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+    assert not bad, bad
+
+
 def test_patchtst_patch_count_matches_the_published_model():
     assert PatchTST(n_channels=7, lookback=336).n_patches == 42
 

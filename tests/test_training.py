@@ -79,6 +79,23 @@ def test_checkpoint_round_trip_and_attention_switch(dm, tmp_path):
         assert torch.isfinite(switched(batch)).all()
 
 
+def test_a_checkpoint_written_by_the_cli_switches_attention(tiny_csv, tmp_path, monkeypatch):
+    """LightningCLI saves its own entries (e.g. "_instantiator") among the hyperparameters."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["ts-continuum"])
+    ForecastCLI(ForecastingModule, ForecastDataModule, args=[
+        "fit", "--config", str(ROOT / "configs" / "quickstart.yaml"), "--data.dataset", str(tiny_csv),
+        "--data.lookback", "24", "--data.horizon", "6", "--data.batch_size", "16",
+        "--model.model.init_args.patch_len", "8", "--model.model.init_args.stride", "4",
+        "--model.model.init_args.n_layers", "1", "--model.model.init_args.attention_backend", "torch",
+        "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "2", "--trainer.enable_progress_bar", "false",
+        "--test_after_fit", "false"])
+    (path,) = (tmp_path / "runs").rglob("best-*.ckpt")
+    assert "_instantiator" in torch.load(path, weights_only=False)["hyper_parameters"]
+    module = ForecastingModule.from_checkpoint(path, attention="softmax")
+    assert module.model.config["attention"] == "softmax" and module.hparams.lr == 0.001
+
+
 def test_checkpoint_without_model_config_is_refused(tmp_path):
     path = tmp_path / "other.ckpt"
     torch.save({"state_dict": {}}, path)

@@ -26,9 +26,30 @@ class ForecastModel(nn.Module):
         self.encoder.set_attention(kind)
         self.config["attention"] = kind
 
-    def check_input(self, x: torch.Tensor) -> None:
-        if x.dim() != 3 or tuple(x.shape[1:]) != (self.lookback, self.n_channels):
-            raise ValueError(f"x must have shape (B, {self.lookback}, {self.n_channels}), got {tuple(x.shape)}")
+    def check_input(self, x: torch.Tensor, x_mask: torch.Tensor | None = None,
+                    x_time: torch.Tensor | None = None) -> None:
+        """The input contract, checked before any layer sees it, so a mistake is named here rather
+        than as a shape or dtype error deep inside attention (or, worse, not at all)."""
+        if not isinstance(x, torch.Tensor) or x.dim() != 3 or tuple(x.shape[1:]) != (self.lookback, self.n_channels):
+            got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"x must have shape (B, {self.lookback}, {self.n_channels}), got {got}")
+        dtype = next(self.parameters()).dtype
+        if x.dtype != dtype:
+            raise ValueError(f"x must have the model's dtype {dtype}, got {x.dtype}; convert it with x.to({dtype})")
+        B, L = x.shape[:2]
+        if x_mask is not None:
+            if not isinstance(x_mask, torch.Tensor) or x_mask.dtype != torch.bool or x_mask.shape != x.shape:
+                got = f"{x_mask.dtype} {tuple(x_mask.shape)}" if isinstance(x_mask, torch.Tensor) else type(x_mask).__name__
+                raise ValueError(f"x_mask must be a bool tensor of x's shape {tuple(x.shape)} (True = observed), got {got}")
+        elif bool(torch.isnan(x).any()):
+            raise ValueError("x holds NaN but no x_mask was given; pass x_mask (True = observed) so missing "
+                             "values are left out, or fill them")
+        if x_time is not None:
+            if not isinstance(x_time, torch.Tensor) or tuple(x_time.shape) not in ((L,), (B, L)):
+                got = tuple(x_time.shape) if isinstance(x_time, torch.Tensor) else type(x_time).__name__
+                raise ValueError(f"x_time must have shape ({L},) or ({B}, {L}) (one time per input slot), got {got}")
+            if not x_time.is_floating_point():
+                raise ValueError(f"x_time must be a floating-point tensor (nominal steps), got dtype {x_time.dtype}")
 
     def input_times(self, x_time: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
         """(B, L) input times in nominal steps; the regular grid -L+1..0 when none are given."""

@@ -184,6 +184,8 @@ class RevIN(nn.Module):
             var = (torch.where(mask, x - mean, torch.zeros_like(x)) ** 2).sum(1, keepdim=True) / count
             std = torch.sqrt(var + self.eps)
         z = (x - mean) / std
+        if mask is not None:  # unobserved entries may be NaN: 0 * NaN would make the affine weight's gradient NaN
+            z = torch.where(mask, z, torch.zeros_like(z))
         if self.affine:
             z = z * self.weight + self.bias
         return z, (mean.detach(), std.detach())

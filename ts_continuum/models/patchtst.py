@@ -78,7 +78,7 @@ class PatchTST(ForecastModel):
         """x: (B, L, C) scaled values (anything, NaN included, where ``x_mask`` is False);
         x_mask: (B, L, C) bool, True = observed; x_time: (B, L) or (L,) times in nominal steps.
         Returns the forecast (B, horizon, C)."""
-        self.check_input(x)
+        self.check_input(x, x_mask, x_time)
         B, L, C = x.shape
         stats = None
         if self.revin is not None:

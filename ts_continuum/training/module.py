@@ -10,6 +10,7 @@ and ``config`` (its constructor arguments, stored in checkpoints so they rebuild
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 
 import lightning as L
@@ -135,6 +136,9 @@ class ForecastingModule(L.LightningModule):
         module_name, _, class_name = ckpt["model_class"].rpartition(".")
         model_cls = getattr(importlib.import_module(module_name), class_name)
         model = model_cls(**{**ckpt["model_config"], **model_overrides})
-        module = cls(model=model, **ckpt.get("hyper_parameters", {}))
+        # LightningCLI adds its own entries (e.g. "_instantiator") to the saved hyperparameters
+        accepted = inspect.signature(cls.__init__).parameters
+        hparams = {k: v for k, v in ckpt.get("hyper_parameters", {}).items() if k in accepted and k != "model"}
+        module = cls(model=model, **hparams)
         module.load_state_dict(ckpt["state_dict"])
         return module

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -20,6 +22,16 @@ def test_ett_minute_and_other_csv_protocols():
     assert split_rows("ettm2", 69680, 96)["test"] == (4 * 11520 - 96, 4 * 14400)
     rows = split_rows(None, 1000, 50)
     assert rows == {"train": (0, 700), "val": (650, 800), "test": (750, 1000)}
+
+
+def test_a_file_named_like_a_bundled_dataset_is_warned_about_its_split(tiny_csv, tmp_path):
+    copy = tmp_path / "ETTh1.csv"
+    copy.write_bytes(tiny_csv.read_bytes())
+    with pytest.warns(UserWarning, match="70/10/20 split .* not the published etth1 split; pass dataset='etth1'"):
+        assert ForecastDataModule(str(copy), lookback=24, horizon=6).rows["train"] == (0, 280)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a file named otherwise: no warning
+        assert ForecastDataModule(str(tiny_csv), lookback=24, horizon=6).rows["train"] == (0, 280)
 
 
 def test_scaler_is_fit_on_training_rows_only():

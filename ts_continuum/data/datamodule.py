@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from functools import cached_property
 from pathlib import Path
 
@@ -19,7 +20,8 @@ class ForecastDataModule(L.LightningDataModule):
     """Sliding-window forecasting data under the standard long-term protocol.
 
     Args:
-        dataset: "ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather" or a CSV path.
+        dataset: "ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather" (the published splits) or a CSV
+            path (70/10/20 by time; a path named like a bundled dataset gets a warning).
         lookback, horizon: input and forecast lengths L and H (rows).
         batch_size: training batch size; ``eval_batch_size`` for val/test (default: the same).
         columns: the variables to use (default: all numeric columns).
@@ -80,7 +82,13 @@ class ForecastDataModule(L.LightningDataModule):
 
     @cached_property
     def rows(self) -> dict[str, tuple[int, int]]:
-        return split_rows(bundled_name(self.dataset), len(self.frame), self.lookback)
+        name = bundled_name(self.dataset)
+        lookalike = bundled_name(Path(str(self.dataset)).name.lower().removesuffix(".gz").removesuffix(".csv"))
+        if name is None and lookalike is not None:
+            warnings.warn(f"{self.dataset} is a file, so it gets the 70/10/20 split of any other series, not the "
+                          f"published {lookalike} split; pass dataset={lookalike!r} for the bundled copy and the "
+                          "standard split, whose results compare with published ones", UserWarning, stacklevel=2)
+        return split_rows(name, len(self.frame), self.lookback)
 
     @cached_property
     def scaler(self) -> StandardScaler:

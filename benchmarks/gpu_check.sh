@@ -16,10 +16,11 @@
 # (a benchmark cut at its time limit is not a failure: its files hold every finished shape).
 set -uo pipefail
 
-cd "$(dirname "$0")/.."
-REPO=$(pwd)
 OUT=${OUT:-./gpu_out}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # relative to where the script was called from, not the repository
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
 PY=${PYTHON:-python3}
 
 source benchmarks/gpu_env.sh  # imports the repository in place (no install on the GPU machines)

@@ -278,10 +278,22 @@ def main(argv: list[str]) -> int:
         print(f"{s} kernel fwd+bwd ratio {fmt(by['kernel'].get('fwd_bwd_ratio'))}, atomic dQ "
               f"{fmt(by['kernel_atomic_dq'].get('fwd_bwd_ratio'))} ({time.perf_counter() - t0:.1f}s)", flush=True)
         tuned = tuning.chosen_configs()
-        (args.out_dir / "kernel_bench.json").write_text(json.dumps(dict(env=env, rows=rows, tuned=tuned), indent=1))
-        write_markdown(args.out_dir / "kernel_bench.md", env, rows)
-        write_plot(args.out_dir / "kernel_bench.png", env, rows)
+        text = json.dumps(dict(env=env, rows=rows, tuned=tuned), indent=1)
+        replace_atomically(args.out_dir / "kernel_bench.json", Path.write_text, text)
+        replace_atomically(args.out_dir / "kernel_bench.md", write_markdown, env, rows)
+        replace_atomically(args.out_dir / "kernel_bench.png", write_plot, env, rows)
     return 0
+
+
+def replace_atomically(path: Path, write, *args) -> None:
+    """``write(tmp, *args)`` then rename over ``path``: a run stopped at its time limit (gpu_check.sh's
+    ``timeout``) leaves the previous shape's complete file, never a half-written one."""
+    tmp = path.with_name(f".{path.stem}.partial{path.suffix}")
+    try:
+        write(tmp, *args)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import kernel_bench  # noqa: E402
 
@@ -38,3 +40,19 @@ def test_markdown_and_plot_take_every_method(tmp_path):
     assert len(widths) == 1, f"rows of different widths: {widths}"
     assert any("kernel_atomic_dq" in line and "| 1.50 |" in line for line in table)
     assert (tmp_path / "k.png").stat().st_size > 10_000
+
+
+def test_results_are_replaced_whole_or_not_at_all(tmp_path):
+    """gpu_check.sh stops the benchmark at a time limit, possibly while it rewrites its files."""
+    path = tmp_path / "kernel_bench.json"
+    path.write_text("previous shape")
+
+    def interrupted(p, text):
+        p.write_text(text)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        kernel_bench.replace_atomically(path, interrupted, "half")
+    assert path.read_text() == "previous shape" and [p.name for p in tmp_path.iterdir()] == [path.name]
+    kernel_bench.replace_atomically(path, Path.write_text, "next shape")
+    assert path.read_text() == "next shape" and [p.name for p in tmp_path.iterdir()] == [path.name]

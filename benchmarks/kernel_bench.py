@@ -4,12 +4,16 @@
 
 For each shape it times forward, backward and forward+backward of
   - ``kernel``: continuous_attention(backend="triton") (the public op, sink point included),
+  - ``kernel_atomic_dq``: the same with TS_CONTINUUM_DQ=atomic (dQ accumulated inside the dK/dV pass),
   - ``sdpa``: torch SDPA restricted to the flash backend (softmax attention, same shapes),
   - ``exact``: continuous_attention(backend="torch"), the exact chunked path, where its cost
     (B·H·T² score elements) stays under --exact-cap,
 and reports milliseconds, the speed ratio to SDPA (SDPA time / time, so 0.5 = half SDPA's speed),
 softmax-equivalent TFLOP/s (4·B·H·T²·D forward, halved when causal; backward 2.5x that) and the
-peak memory of one forward+backward. Shapes: long sequences at a constant token count
+peak memory of one forward+backward, also as the memory it adds to what was already allocated
+(inputs, and workspaces earlier methods left in the allocator). Each timed repeat is synchronised,
+so a time is the op's latency, host-side work included: at the short time-series lengths
+(T <= 96) that overhead, not the GPU, dominates both methods. Shapes: long sequences at a constant token count
 (T in 256..16384, D in 64/128) and time-series shapes (short T, small D, B·H in the thousands).
 
 Writes OUT_DIR/kernel_bench.json, kernel_bench.md (with date, device, versions and the command)
@@ -125,10 +129,12 @@ def measure(attn, q, k, v, do, budget_ms: float, modes: tuple[str, ...]) -> dict
     if "fwd_bwd" in modes:
         row["fwd_bwd_ms"] = cuda_time_ms(lambda: torch.autograd.grad(attn(q, k, v), inputs, do), budget_ms)
     torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated()  # inputs, plus whatever earlier methods left allocated
     torch.cuda.reset_peak_memory_stats()
     torch.autograd.grad(attn(q, k, v), inputs, do)
     torch.cuda.synchronize()
     row["peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    row["added_mib"] = row["peak_mib"] - held / 2**20
     return row
 
 
@@ -179,7 +185,7 @@ def run_shape(s: dict, dtype, exact_cap: float, budget_ms: float, quick: bool) -
     return rows
 
 
-def environment(argv: list[str]) -> dict:
+def environment(argv: list[str], dtype: str) -> dict:
     import triton
 
     return dict(
@@ -188,8 +194,25 @@ def environment(argv: list[str]) -> dict:
         torch=torch.__version__,
         triton=triton.__version__,
         python=platform.python_version(),
+        dtype=dtype,
+        commit=git_commit(),
         command="python " + " ".join(argv),
     )
+
+
+def git_commit() -> str:
+    """The checkout's commit (with "+changes" when the tree differs), or "unknown" (e.g. a copy without .git)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
 
 
 def fmt(x, digits=2):
@@ -203,22 +226,25 @@ def write_markdown(path: Path, env: dict, rows: list[dict]) -> None:
         *(f"- {k}: `{v}`" for k, v in env.items()),
         "",
         "ratio = SDPA time / method time (1.0 = SDPA's speed); TFLOP/s = softmax-equivalent FLOPs / time; "
-        "peak = max memory allocated during one forward+backward, inputs included; "
-        "x exact = exact torch path time / kernel time, forward+backward; kernel_atomic_dq = the kernel with "
-        "TS_CONTINUUM_DQ=atomic (its backward / the dQ-pass backward: bwd x pass).",
+        "peak = max memory allocated during one forward+backward, inputs included; added = peak minus what was "
+        "allocated just before (inputs and earlier methods' workspaces); times are synchronised per repeat, so at "
+        "T <= 96 they are mostly host-side latency; x exact = exact torch path time / kernel time, "
+        "forward+backward; kernel_atomic_dq = the kernel with TS_CONTINUUM_DQ=atomic; bwd x pass = the dQ-pass "
+        "backward time / the atomic backward time (above 1: atomic is faster).",
         "",
         "| group | B | H | T | D | causal | method | fwd ms | bwd ms | fwd+bwd ms | fwd ratio | bwd ratio "
-        "| fwd+bwd ratio | fwd+bwd TFLOP/s | peak MiB | fwd+bwd x exact | bwd x pass |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| fwd+bwd ratio | fwd+bwd TFLOP/s | peak MiB | added MiB | fwd+bwd x exact | bwd x pass |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         head = f"| {r['group']} | {r['B']} | {r['H']} | {r['T']} | {r['D']} | {r['causal']} | {r['method']} "
         if "skipped" in r:
-            lines.append(head + f"| skipped: {r['skipped']} |" + " |" * 9)
+            lines.append(head + f"| skipped: {r['skipped']} |" + " |" * 10)
             continue
         cells = [fmt(r.get("fwd_ms"), 3), fmt(r.get("bwd_ms"), 3), fmt(r.get("fwd_bwd_ms"), 3), fmt(r.get("fwd_ratio")),
                  fmt(r.get("bwd_ratio")), fmt(r.get("fwd_bwd_ratio")), fmt(r.get("fwd_bwd_tflops"), 1),
-                 fmt(r["peak_mib"], 0), fmt(r.get("speedup_vs_exact"), 1), fmt(r.get("bwd_speedup_vs_pass"))]
+                 fmt(r["peak_mib"], 0), fmt(r.get("added_mib"), 0), fmt(r.get("speedup_vs_exact"), 1),
+                 fmt(r.get("bwd_speedup_vs_pass"))]
         lines.append(head + "| " + " | ".join(cells) + " |")
     path.write_text("\n".join(lines) + "\n")
 
@@ -269,7 +295,7 @@ def main(argv: list[str]) -> int:
     budget_ms = 60.0 if args.quick else 200.0
     exact_cap = args.exact_cap or (1.5e9 if args.quick else 2.0**33)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    env = environment(argv)
+    env = environment(argv, args.dtype)
     rows: list[dict] = []
     for s in shapes(args.quick):
         t0 = time.perf_counter()

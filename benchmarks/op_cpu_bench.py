@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import statistics
 import time
@@ -23,6 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from ts_continuum import continuous_attention
+
+try:
+    from benchmarks.machine import cpu_facts
+except ImportError:  # run as a script (python benchmarks/<name>.py): benchmarks/ is on the path
+    from machine import cpu_facts
 
 # (B, H, T, D): PatchTST on ETTh1 (128 windows x 7 channels, 4 heads of 4, 42 patches); PatchTST
 # with 8-dim heads; a step-token encoder at lookback 336 with 64-dim heads.
@@ -84,11 +88,12 @@ def main() -> None:
     p.add_argument("--out", default=None, help="folder for op_cpu.json / .md / .png")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    facts = cpu_facts()
     meta = {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or platform.machine(),
+        **facts,
+        "processor": f"{facts['cpu']}, {facts['cores']} cores",
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     print(f"torch {meta['torch']}, {meta['threads']} threads, fwd+bwd median of {args.repeats} interleaved rounds")

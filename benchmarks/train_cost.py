@@ -25,6 +25,11 @@ import yaml
 from ts_continuum.data import ForecastDataModule
 from ts_continuum.models import build_model
 
+try:
+    from benchmarks.machine import cpu_facts
+except ImportError:  # run as a script (python benchmarks/<name>.py): benchmarks/ is on the path
+    from machine import cpu_facts
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -108,25 +113,29 @@ def main() -> None:
                 times[a].append(runs[a][0]())
         for a in runs:
             med = statistics.median(times[a])
-            rows.append({"model": model_name, "dataset": dataset, "regime": regime, "attention": a, "step_s": med, "steps_per_epoch": runs[a][1],
+            rows.append({"model": model_name, "dataset": dataset, "regime": regime, "attention": a, "step_s": med,
+                         "step_s_range": [min(times[a]), max(times[a])], "steps_per_epoch": runs[a][1],
                          "epoch_s": med * runs[a][1], "warmup_s": warm[a]})
         ratio = rows[-1]["step_s"] / rows[-2]["step_s"]
         rows[-1]["ratio_to_softmax"] = ratio
         print(f"{spec} {regime}: softmax {rows[-2]['step_s']:.3f} s/step, continuous {rows[-1]['step_s']:.3f} s/step, "
               f"ratio {ratio:.2f} ({runs['softmax'][1]} steps per epoch)")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "command": " ".join(sys.argv)}
+            **cpu_facts(), "command": " ".join(sys.argv)}
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "train_cost.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
         lines = [f"# Training cost, H = 96, published configuration of each model and dataset ({meta['date']})",
-                 f"`{meta['command']}`: torch {meta['torch']}, {meta['threads']} threads, median of {args.steps} "
-                 "interleaved steps after a warm-up (compilation included in the warm-up, not in the medians).", "",
-                 "| model | dataset | regime | attention | s / step | steps / epoch | s / epoch | continuous / softmax | warm-up s |",
+                 f"`{meta['command']}`: torch {meta['torch']}, {meta['threads']} threads, {meta['cpu']} "
+                 f"({meta['cores']} cores), median of {args.steps} interleaved steps after a warm-up (compilation "
+                 "included in the warm-up, not in the medians; the fastest and slowest step in brackets).", "",
+                 "| model | dataset | regime | attention | s / step [min, max] | steps / epoch | s / epoch | continuous / softmax | warm-up s |",
                  "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
-            lines.append(f"| {r['model']} | {r['dataset']} | {r['regime']} | {r['attention']} | {r['step_s']:.3f} | {r['steps_per_epoch']} | "
+            low, high = r["step_s_range"]
+            lines.append(f"| {r['model']} | {r['dataset']} | {r['regime']} | {r['attention']} | {r['step_s']:.3f} "
+                         f"[{low:.3f}, {high:.3f}] | {r['steps_per_epoch']} | "
                          f"{r['epoch_s']:.1f} | {r.get('ratio_to_softmax', 1.0):.2f} | {r['warmup_s']:.1f} |")
         lines += ["", "![continuous / softmax time per step](train_cost.png)"]
         (out / "train_cost.md").write_text("\n".join(lines) + "\n")

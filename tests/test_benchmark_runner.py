@@ -383,3 +383,11 @@ def test_warmup_warning_names_cells_whose_patience_ends_inside_onecycle_warmup()
     assert lines == ["warning: block 'probe', ETTm2: early-stopping patience 2 is shorter than OneCycle's 3.2-epoch "
                      "warm-up (of 8 epochs); a run can stop before the learning rate peaks. Give patience >= 3.2 "
                      "to run the schedule through."]
+
+
+def test_cpu_timings_record_the_machine():
+    """CPU figures from different machines do not compare, so each names its CPU and core count."""
+    from benchmarks.machine import cpu_facts
+
+    facts = cpu_facts()
+    assert facts["cpu"] and facts["cpu"] != "" and isinstance(facts["cores"], int) and facts["cores"] >= 1

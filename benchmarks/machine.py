@@ -1,0 +1,22 @@
+"""What a CPU timing ran on, recorded beside it: figures from different machines do not compare."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+
+def cpu_name() -> str:
+    """The CPU model ("model name" in /proc/cpuinfo on Linux), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_facts() -> dict:
+    return {"cpu": cpu_name(), "cores": os.cpu_count(), "machine": platform.machine()}

@@ -72,8 +72,10 @@ def test_unobserved_values_cannot_change_the_forecast(cls, attention):
 @pytest.mark.parametrize("cls", MODELS)
 @pytest.mark.parametrize("attention", ["softmax", "continuous"])
 @pytest.mark.parametrize("pos_encoding", ["learned", "rope", "none"])
-def test_irregular_path_on_complete_data_equals_the_regular_path(cls, attention, pos_encoding, monkeypatch):
-    m = make(cls, attention=attention, pos_encoding=pos_encoding)
+@pytest.mark.parametrize("sink", ["zero", "learned"])
+def test_irregular_path_on_complete_data_equals_the_regular_path(cls, attention, pos_encoding, sink, monkeypatch):
+    """A learned sink key is not rotated, so RoPE's origin must be the same on both paths."""
+    m = make(cls, attention=attention, pos_encoding=pos_encoding, sink=sink)
     x = torch.randn(3, m.lookback, m.n_channels)
     fast = m(x)
     module = patchtst_module if cls is PatchTST else encoder_module

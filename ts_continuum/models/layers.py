@@ -81,7 +81,10 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         if self.rope:
-            pos = times if times is not None else torch.arange(T, device=x.device, dtype=torch.float32)
+            # positions from the first token (always valid: padding is on the right), as on the
+            # regular path: scores between tokens see only differences, but a learned sink key is
+            # not rotated, so the origin must not depend on which path ran
+            pos = times - times[..., :1] if times is not None else torch.arange(T, device=x.device, dtype=torch.float32)
             q, k = apply_rope(q, pos), apply_rope(k, pos)
         if self.attention == "continuous":
             sink_params = dict(sink_k=self.sink_k, sink_v=self.sink_v) if self.sink == "learned" else {}

@@ -43,6 +43,8 @@ def continuous_attention(
         sink: the extra point at τ_1 - ``sink_gap``: ``"zero"`` (k = v = 0), ``"repeat"``
             (a copy of the first observation), ``"learned"`` (``sink_k`` of shape ``(H, D)``,
             ``sink_v`` of shape ``(H, Dv)``) or ``"none"`` (no extra point).
+        sink_gap: the length Δ_1 of the sink's segment, in nominal steps (default 1.0), with or
+            without ``times``.
         lengths: ``(B,)`` valid lengths (right padding). Padded keys take no part and padded
             query rows output 0.
         scale: score scale, default ``D ** -0.5``; a negative one is applied by negating ``q``

@@ -24,7 +24,8 @@ class ForecastDataModule(L.LightningDataModule):
             path (70/10/20 by time; a path named like a bundled dataset gets a warning).
         lookback, horizon: input and forecast lengths L and H (rows).
         batch_size: training batch size; ``eval_batch_size`` for val/test (default: the same).
-        columns: the variables to use (default: all numeric columns).
+        columns: the variables to use (default: every column but the time, which must all be
+            numeric).
         drop, drop_mode, jitter, regime_seed: the irregular regime (see ``IrregularRegime``);
             ``drop=0, jitter=0`` is the regular benchmark.
         interpolate: fill dropped inputs by linear interpolation inside each window (the

@@ -60,7 +60,9 @@ class EncoderTransformer(ForecastModel):
         self, x: torch.Tensor, x_mask: torch.Tensor | None = None, x_time: torch.Tensor | None = None
     ) -> torch.Tensor:
         """x: (B, L, C) scaled values (anything where ``x_mask`` is False); x_mask: (B, L, C) bool;
-        x_time: (B, L) or (L,) times in nominal steps. Returns (B, horizon, C)."""
+        x_time: (B, L) or (L,) times in nominal steps relative to the forecast origin (last input
+        slot = 0; not checked; unused when the window is complete and unit-spaced). Returns
+        (B, horizon, C)."""
         self.check_input(x, x_mask, x_time)
         B, L, C = x.shape
         stats = None

@@ -175,7 +175,8 @@ class RevIN(nn.Module):
             self.bias = nn.Parameter(torch.zeros(n_channels))
 
     def normalize(self, x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, tuple]:
-        """x: (B, L, C) (NaN allowed where mask is False) -> normalised x and the statistics."""
+        """x: (B, L, C) (NaN allowed where mask is False) -> normalised x (unobserved entries 0, or
+        ``bias`` when affine) and the statistics (detached: no gradient flows through them)."""
         if mask is None:
             mean = x.mean(1, keepdim=True)
             std = torch.sqrt(x.var(1, keepdim=True, unbiased=False) + self.eps)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -23,7 +24,15 @@ def unsupported_reason(q: torch.Tensor, head_dim: int, value_dim: int) -> str:
         return f"head dim {head_dim} / value dim {value_dim} (the kernel takes at most {HEAD_DIMS[-1]})"
     if q.dtype == torch.bfloat16 and q.device.type != "cuda":
         return "bfloat16 outside a GPU (the Triton interpreter cannot multiply bfloat16)"
+    if q.device.type == "cuda" and torch.version.hip:
+        return "a ROCm GPU (the kernel's fast reciprocal is NVIDIA PTX)"
     return ""
+
+
+def on_device(t: torch.Tensor):
+    """Triton launches on the current CUDA device: make it ``t``'s (a model on cuda:1 in a process
+    whose current device is 0 would otherwise get kernels on the wrong GPU)."""
+    return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
 
 
 class ContinuousAttentionTriton(torch.autograd.Function):
@@ -35,7 +44,8 @@ class ContinuousAttentionTriton(torch.autograd.Function):
         # The kernels work in base 2 (moments.segment_shape): log2 Δ = log Δ · log2 e.
         log2_delta = (log_delta.to(torch.float32) * math.log2(math.e)).contiguous()
         last = last.to(torch.int32).contiguous()
-        out, lse = forward(q, k_ext, v_ext, log2_delta, last, first, scale)
+        with on_device(q):
+            out, lse = forward(q, k_ext, v_ext, log2_delta, last, first, scale)
         ctx.save_for_backward(q, k_ext, v_ext, log2_delta, last, out, lse)
         ctx.first, ctx.scale = first, scale
         return out
@@ -45,7 +55,8 @@ class ContinuousAttentionTriton(torch.autograd.Function):
     def backward(ctx, grad_out):
         q, k_ext, v_ext, log2_delta, last, out, lse = ctx.saved_tensors
         grad_out = grad_out.to(q.dtype).contiguous()
-        dq, dk, dv = backward(q, k_ext, v_ext, out, grad_out, lse, log2_delta, last, ctx.first, ctx.scale)
+        with on_device(q):
+            dq, dk, dv = backward(q, k_ext, v_ext, out, grad_out, lse, log2_delta, last, ctx.first, ctx.scale)
         return dq, dk, dv, None, None, None, None
 
 

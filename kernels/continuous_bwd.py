@@ -46,7 +46,8 @@ from .tuning import DYNAMIC, KEY_MAJOR, KEY_MAJOR_ATOMIC_DQ, QUERY_MAJOR, TunedK
 
 PREPROCESS_ROWS = 64
 DQ_MODES = ("pass", "atomic")
-DQ_MODE = os.environ.get("TS_CONTINUUM_DQ", "pass")  # read at each backward; tests and benchmarks set it
+# read from the environment once, at import; tests and benchmarks set the attribute itself
+DQ_MODE = os.environ.get("TS_CONTINUUM_DQ", "pass")
 
 
 @triton.jit(do_not_specialize=["T", "H"])

@@ -333,3 +333,18 @@ def test_first_rows_lists_the_rows_that_take_each_segment(causal):
                 assert reach[b, p] == reach[b, T + 1]
             else:
                 assert list(range(reach[b, p], reach[b, T + 1])) == takes, (b, p)
+
+
+def test_rocm_gpus_fall_back_and_launches_follow_the_inputs_device(monkeypatch):
+    """Both checks run without a GPU: a CUDA device object needs no driver until it is used."""
+    from types import SimpleNamespace
+
+    from ts_continuum.kernels.autograd import on_device, unsupported_reason
+
+    on_gpu = SimpleNamespace(dtype=torch.float16, device=torch.device("cuda", 1))
+    assert unsupported_reason(on_gpu, 64, 64) == ""
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    assert "ROCm" in unsupported_reason(on_gpu, 64, 64)
+    guard = on_device(on_gpu)
+    assert isinstance(guard, torch.cuda.device) and guard.idx == 1  # Triton launches on the current device
+    assert not isinstance(on_device(SimpleNamespace(device=torch.device("cpu"))), torch.cuda.device)

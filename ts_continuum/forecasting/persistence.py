@@ -64,10 +64,6 @@ def _json_safe(args: dict) -> tuple[dict, list[str]]:
     return kept, dropped
 
 
-def _plain(x):
-    return x.item() if isinstance(x, np.generic) else x
-
-
 def _check_target(path: Path, overwrite: bool) -> None:
     """Refuse a path whose contents a save would lose: a file, or a non-empty directory unless
     ``overwrite`` and it holds only a saved forecaster's files."""
@@ -91,7 +87,7 @@ def _check_target(path: Path, overwrite: bool) -> None:
 def _config(f) -> tuple[str, list[str]]:
     """``forecaster.json``'s text and the constructor arguments left out of it; raises before anything
     is written if the forecaster cannot be saved."""
-    ids = [_plain(i) for i in f.context_.ids]
+    ids = [_to_json(i) for i in f.context_.ids]
     if not all(i is None or isinstance(i, (str, int, float)) for i in ids):
         raise ValueError("series ids must be strings or numbers to be saved; "
                          "convert the id column, e.g. with astype(str)")

@@ -189,6 +189,31 @@ def test_bad_masks_times_and_dtypes_are_clear_errors(cls):
         m(torch.randn(B, L, x.shape[-1], dtype=torch.float64))
 
 
+@pytest.mark.parametrize("cls", MODELS)
+def test_bad_times_are_clear_errors(cls):
+    """Times that are not finite, not increasing or not relative to the origin are refused on both
+    paths: complete data would take the fast path and ignore them, one missing value would not."""
+    m = make(cls)
+    x, mask, t = irregular_batch(cls)
+    L = x.shape[1]
+    nan_t, repeated, swapped = t.clone(), t.clone(), t.clone()
+    nan_t[1, 3] = float("nan")
+    repeated[0, 5] = repeated[0, 4]
+    swapped[2, [5, 6]] = swapped[2, [6, 5]]
+    absolute = torch.arange(0, L, dtype=torch.float32)  # unit-spaced, but the origin is at L-1
+    full = torch.ones_like(mask)
+    for times, match in ((nan_t, "x_time holds NaN or inf"),
+                         (repeated, "strictly increasing.*slot 5 is not later than slot 4"),
+                         (swapped, "strictly increasing.*slot 6 is not later than slot 5"),
+                         (absolute, rf"relative to the forecast origin.*last time of {L - 1}")):
+        for values, observed in ((x, mask), (x.nan_to_num(), full)):
+            with pytest.raises(ValueError, match=match):
+                m(values, observed, times)
+    jittered = t.clone()
+    jittered[:, -1] = 0.45  # the data module's jitter (below half a step) may move the origin slot
+    m(x, mask, jittered)
+
+
 @pytest.mark.parametrize("attention", ["softmax", "continuous"])
 def test_affine_revin_trains_on_irregular_inputs(attention):
     """Unobserved inputs are NaN: they must not reach the affine weight's gradient."""

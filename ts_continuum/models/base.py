@@ -50,9 +50,38 @@ class ForecastModel(nn.Module):
                 raise ValueError(f"x_time must have shape ({L},) or ({B}, {L}) (one time per input slot), got {got}")
             if not x_time.is_floating_point():
                 raise ValueError(f"x_time must be a floating-point tensor (nominal steps), got dtype {x_time.dtype}")
+            check_times(x_time)
 
     def input_times(self, x_time: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
         """(B, L) input times in nominal steps; the regular grid -L+1..0 when none are given."""
         B, L = x.shape[:2]
         t = x_time if x_time is not None else torch.arange(-L + 1, 1, device=x.device, dtype=x.dtype)
         return t.expand(B, L) if t.dim() == 1 else t
+
+
+# Data-module jitter stays below half a step, so the last input slot's time stays within this of 0.
+ORIGIN_TOLERANCE = 0.5
+
+
+def check_times(x_time: torch.Tensor) -> None:
+    """Input times must be finite, strictly increasing and relative to the forecast origin.
+
+    On complete unit-spaced windows the fast path ignores ``x_time``, but one missing value sends the
+    same window down the irregular path, where times place the read-out grid and the time
+    embedding: absolute or reversed times would then give a wrong forecast without any error.
+    One host sync for the common case; the details are computed only when something is wrong.
+    """
+    steps = torch.diff(x_time, dim=-1)
+    last = x_time[..., -1]
+    if bool(torch.isfinite(x_time).all() & (steps > 0).all() & (last <= ORIGIN_TOLERANCE).all()):
+        return
+    if not bool(torch.isfinite(x_time).all()):
+        raise ValueError("x_time holds NaN or inf; every input slot needs a time, masked slots included "
+                         "(give a missing value its nominal time and mask it with x_mask)")
+    if not bool((steps > 0).all()):
+        i = int(torch.nonzero((steps <= 0).reshape(-1, steps.shape[-1]).any(0))[0]) + 1
+        raise ValueError(f"x_time must be strictly increasing along the input slots (oldest first, no repeated "
+                         f"times); slot {i} is not later than slot {i - 1}. Sort the inputs by time and drop "
+                         "or merge duplicate timestamps")
+    raise ValueError(f"x_time must be relative to the forecast origin (the last input slot at 0, earlier slots "
+                     f"negative), got a last time of {float(last.max()):g}; subtract it: x_time - x_time[..., -1:]")

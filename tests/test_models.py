@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from ts_continuum.models import EncoderTransformer, PatchTST, build_model
 from ts_continuum.models import patchtst as patchtst_module
-from ts_continuum.models.layers import MultiHeadAttention
+from ts_continuum.models.layers import MaskedBatchNorm, MultiHeadAttention
+from ts_continuum.models.packing import interpolate_to_grid, right_align, slot_index
 from ts_continuum.models import encoder as encoder_module
 
 SMALL = {
@@ -253,3 +255,80 @@ def test_patchtst_individual_heads():
     y = individual(x_same)
     assert not torch.allclose(y[..., 0], y[..., 1])
     torch.testing.assert_close(shared(x_same)[..., 0], shared(x_same)[..., 1])
+
+
+def garbage_beyond_counts(pack):
+    """``pack`` whose entries past each row's count hold large random numbers instead of copies."""
+    def packed_with_garbage(mask, *tensors):
+        counts, packed = pack(mask, *tensors)
+        g = torch.Generator().manual_seed(1)
+        out = []
+        for p in packed:
+            pad = (torch.arange(p.shape[1])[None, :] >= counts[:, None]).view(*p.shape[:2], *[1] * (p.dim() - 2))
+            out.append(torch.where(pad, 100 * torch.randn(p.shape, generator=g, dtype=p.dtype), p))
+        return counts, tuple(out)
+    return packed_with_garbage
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("attention", ["softmax", "continuous"])
+@pytest.mark.parametrize("pos_encoding", ["learned", "rope"])
+@pytest.mark.parametrize("train", [False, True])
+def test_what_lies_past_each_rows_observations_cannot_change_the_forecast(cls, attention, pos_encoding, train,
+                                                                         monkeypatch):
+    """Padding after packing must be invisible: to pooling, read-out, positions, attention and (in
+    training) BatchNorm's batch statistics."""
+    m = make(cls, attention=attention, pos_encoding=pos_encoding).train(train)
+    x, mask, t = irregular_batch(cls, p=0.6)
+    want = m(x, mask, t)
+    module = patchtst_module if cls is PatchTST else encoder_module
+    monkeypatch.setattr(module, "pack", garbage_beyond_counts(module.pack))
+    torch.testing.assert_close(m(x, mask, t), want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("attention", ["softmax", "continuous"])
+def test_encoder_learned_positions_count_from_the_most_recent_token(attention):
+    """A window whose oldest slot is empty is the same forecast as a model one slot shorter given
+    the rest, with the position table cut at its old end: positions are right-aligned."""
+    m = make(EncoderTransformer, attention=attention, pos_encoding="learned")
+    x, mask, t = irregular_batch(EncoderTransformer)
+    mask[:, 0] = False
+    short = EncoderTransformer(**{**SMALL[EncoderTransformer], "lookback": m.lookback - 1, "attention": attention,
+                                  "attention_backend": "torch"}).eval()
+    state = dict(m.state_dict(), pos=m.pos.detach()[1:])
+    short.load_state_dict(state)
+    torch.testing.assert_close(short(x[:, 1:], mask[:, 1:], t[:, 1:]), m(x, mask, t), atol=1e-5, rtol=1e-5)
+
+
+def test_masked_batchnorm_takes_statistics_from_valid_tokens_only():
+    torch.manual_seed(0)
+    bn = MaskedBatchNorm(4).train()
+    ref = torch.nn.BatchNorm1d(4).train()
+    x = torch.randn(3, 5, 4)
+    valid = torch.arange(5)[None, :] < torch.tensor([5, 3, 1])[:, None]
+    out = bn(torch.where(valid[..., None], x, 1e3 * torch.randn(3, 5, 4)), valid)
+    torch.testing.assert_close(out[valid], ref(x[valid]))
+    assert (out[~valid] == 0).all()
+    torch.testing.assert_close(bn.bn.running_mean, ref.running_mean)
+    torch.testing.assert_close(bn.bn.running_var, ref.running_var)
+
+
+def test_right_align_and_slot_index_put_the_most_recent_token_last():
+    z = torch.arange(2 * 4, dtype=torch.float32).view(2, 4, 1) + 1
+    lengths = torch.tensor([4, 2])
+    torch.testing.assert_close(right_align(z, lengths)[..., 0], torch.tensor([[1.0, 2, 3, 4], [0, 0, 5, 6]]))
+    assert slot_index(lengths, 4).tolist() == [[0, 1, 2, 3], [2, 3, 3, 3]]  # past the count: clamped, ignored
+
+
+def test_interpolate_to_grid_is_linear_in_time_and_nearest_outside():
+    g = torch.Generator().manual_seed(0)
+    N, S, d = 4, 6, 3
+    times = torch.cumsum(0.3 + 2 * torch.rand(N, S, generator=g, dtype=torch.float64), 1) - 8
+    z = torch.randn(N, S, d, generator=g, dtype=torch.float64)
+    counts = torch.tensor([6, 3, 1, 2])
+    grid = torch.linspace(-9.0, 6.0, 11, dtype=torch.float64)
+    got = interpolate_to_grid(z, times, counts, grid)
+    for i, n in enumerate(counts.tolist()):
+        for j in range(d):
+            want = np.interp(grid.numpy(), times[i, :n].numpy(), z[i, :n, j].numpy())  # numpy clamps to the ends
+            np.testing.assert_allclose(got[i, :, j].numpy(), want, atol=1e-12)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch
@@ -144,13 +143,21 @@ def test_gradcheck_float64(sink, causal):
     assert torch.autograd.gradcheck(f, (q, k, v, sk, sv), atol=1e-8)
 
 
-def test_learned_sink_receives_gradient_and_repeat_routes_it_to_the_first_point():
-    q, k, v, times, sk, sv = make_inputs(T=4)
-    for t in (q, k, v, sk, sv):
-        t.requires_grad_(True)
-    continuous_attention(q, k, v, times=times, sink="learned", sink_k=sk, sink_v=sv, backend="torch").sum().backward()
+def test_repeat_sink_is_a_learned_sink_holding_the_first_point_and_routes_its_gradient_there():
+    """The repeat sink's gradient must reach the first observation: exactly the learned sink's
+    gradient (with the sink set to that observation) added to the first point's own."""
+    q, k, v, times, _, _ = make_inputs(B=1, T=4, Dv=2)
+    w = torch.randn(1, 2, 4, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    k, v = k.requires_grad_(True), v.requires_grad_(True)
+    (continuous_attention(q, k, v, times=times, sink="repeat", backend="torch") * w).sum().backward()
+    k2, v2 = k.detach().clone().requires_grad_(True), v.detach().clone().requires_grad_(True)
+    sk, sv = k2[0, :, 0].detach().clone().requires_grad_(True), v2[0, :, 0].detach().clone().requires_grad_(True)
+    out = continuous_attention(q, k2, v2, times=times, sink="learned", sink_k=sk, sink_v=sv, backend="torch")
+    (out * w).sum().backward()
     assert sk.grad.abs().sum() > 0 and sv.grad.abs().sum() > 0
-    assert sk.grad.shape == sk.shape
+    torch.testing.assert_close(k.grad[:, :, 1:], k2.grad[:, :, 1:], atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(k.grad[0, :, 0], k2.grad[0, :, 0] + sk.grad, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(v.grad[0, :, 0], v2.grad[0, :, 0] + sv.grad, atol=1e-12, rtol=1e-12)
 
 
 def test_lengths_equal_cut_sequences_and_ignore_padding_content():
@@ -276,11 +283,46 @@ def test_float32_matches_float64():
     torch.testing.assert_close(got.double(), ref, atol=2e-6, rtol=1e-5)
 
 
-def test_huge_scores_stay_finite_and_select_the_argmax_region():
-    q, k, v, times, _, _ = make_inputs(B=1, H=1, T=6, D=2, dtype=torch.float32)
-    for mag in (1e2, 1e4):
-        qs = (q * mag).requires_grad_(True)
-        out = continuous_attention(qs, k, v, times=times, backend="torch")
-        out.sum().backward()
-        assert torch.isfinite(out).all() and torch.isfinite(qs.grad).all()
-    assert math.isfinite(out.abs().max().item())
+@pytest.mark.parametrize("causal", [False, True])
+def test_huge_scores_stay_finite_and_select_the_argmax_region(causal):
+    """Scores are linear along each segment, so at large magnitudes the integral concentrates at
+    the highest-scoring point in each row's range (the zero sink: score 0, value 0)."""
+    q, k, v, times, _, _ = make_inputs(B=2, H=1, T=6, D=2, seed=3)
+    lengths = torch.tensor([6, 4])
+    for dtype in (torch.float32, torch.float64):
+        for mag in (1e2, 1e4, 1e6):  # the output nears the argmax point's value as 1/mag
+            qs = (q * mag).to(dtype).requires_grad_(True)
+            out = continuous_attention(qs, k.to(dtype), v.to(dtype), times=times, causal=causal, lengths=lengths,
+                                       backend="torch")
+            out.sum().backward()
+            assert torch.isfinite(out).all() and torch.isfinite(qs.grad).all()
+        scores = (q @ k.transpose(-1, -2))[:, 0] * q.shape[-1] ** -0.5
+        checked = 0
+        for b in range(2):
+            for t in range(int(lengths[b])):
+                s = torch.cat([torch.zeros(1, dtype=scores.dtype), scores[b, t, : (t + 1 if causal else lengths[b])]])
+                top2 = s.topk(min(2, len(s))).values
+                if len(top2) > 1 and mag * (top2[0] - top2[1]) < 50:
+                    continue  # a near tie: the mass splits between two points
+                best = int(s.argmax())
+                want = torch.zeros_like(v[b, 0, 0]) if best == 0 else v[b, 0, best - 1]
+                torch.testing.assert_close(out[b, 0, t].double(), want, atol=1e-3, rtol=0)
+                checked += 1
+        assert checked >= 6, checked
+
+
+@pytest.mark.parametrize("sink", ["repeat", "none", "learned"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_constant_values_come_out_unchanged_at_any_magnitude(sink, causal):
+    """Attention is an average: if every value (the sink's included) is c, every valid row is c,
+    whatever the scores. A normaliser that counted the wrong segments would break this."""
+    q, k, _, times, sk, _ = make_inputs(B=3, T=7, seed=11)
+    c = -1.75
+    v, sv = torch.full((3, 2, 7, 2), c, dtype=torch.float64), torch.full((2, 2), c, dtype=torch.float64)
+    lengths = torch.tensor([7, 4, 1])
+    valid = torch.arange(7)[None, :] < lengths[:, None]
+    for mag in (1.0, 1e2, 1e4):
+        out = continuous_attention(q * mag, k, v, times=times, causal=causal, lengths=lengths, backend="torch",
+                                   **sink_kwargs(sink, sk, sv))
+        rows = out.permute(0, 2, 1, 3)[valid]
+        torch.testing.assert_close(rows, torch.full_like(rows, c), atol=1e-9, rtol=0)

@@ -61,7 +61,7 @@ class EncoderTransformer(ForecastModel):
     ) -> torch.Tensor:
         """x: (B, L, C) scaled values (anything where ``x_mask`` is False); x_mask: (B, L, C) bool;
         x_time: (B, L) or (L,) times in nominal steps relative to the forecast origin (last input
-        slot = 0; not checked; unused when the window is complete and unit-spaced). Returns
+        slot = 0, strictly increasing; unused when the window is complete and unit-spaced). Returns
         (B, horizon, C)."""
         self.check_input(x, x_mask, x_time)
         B, L, C = x.shape

@@ -77,7 +77,7 @@ class PatchTST(ForecastModel):
     ) -> torch.Tensor:
         """x: (B, L, C) scaled values (anything, NaN included, where ``x_mask`` is False);
         x_mask: (B, L, C) bool, True = observed; x_time: (B, L) or (L,) times in nominal steps
-        relative to the forecast origin (last input slot = 0; not checked; unused when the window
+        relative to the forecast origin (last input slot = 0, strictly increasing; unused when the window
         is complete and unit-spaced). Returns the forecast (B, horizon, C)."""
         self.check_input(x, x_mask, x_time)
         B, L, C = x.shape

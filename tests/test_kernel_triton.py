@@ -59,7 +59,7 @@ def run(backend, tensors, dtype, sink, **kw):
 NAMES = ["out", "dq", "dk", "dv", "dsink_k", "dsink_v"]
 
 
-def assert_float32_match(tensors, sink, atol=1e-5, rtol=1e-5, **kw):
+def assert_float32_match(tensors, sink, atol=3e-6, rtol=3e-6, **kw):
     got = run("triton", tensors, torch.float32, sink, **kw)
     want = run("torch", tensors, torch.float32, sink, **kw)
     for name, a, b in zip(NAMES, got, want):
@@ -121,7 +121,8 @@ def test_gpu_sized_blocks_float32(monkeypatch, block_m, block_n):
 
 def test_head_dim_32_and_custom_scale_float32():
     tensors, kw = make_case(B=1, H=3, T=33, D=32, seed=5)
-    assert_float32_match(tensors, "repeat", causal=True, scale=0.9, **kw)
+    # 32-term dot products at scale 0.9: dq's round-off reaches 5e-6 (the default 3e-6 fits D <= 16)
+    assert_float32_match(tensors, "repeat", causal=True, scale=0.9, atol=1e-5, rtol=1e-5, **kw)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -289,13 +290,19 @@ def test_gpu_float32_matches_exact_path(T, causal):
     assert_float32_match(tensors, "zero", atol=1e-4, rtol=1e-4, causal=causal, **kw)
 
 
-@gpu
-@needs_gpu
-def test_gpu_auto_backend_uses_the_kernel():
-    q = torch.randn(1, 1, 4, 64, device="cuda", dtype=torch.bfloat16)
-    assert backends.select("auto", q, 64, 64) is triton_backend
-    assert backends.select("auto", q.double(), 64, 64) is not triton_backend
-    assert backends.select("auto", q[..., :4], 4, 4) is triton_backend  # PatchTST's head dim, padded
+def test_auto_backend_picks_the_kernel_for_cuda_inputs_it_supports():
+    """Only the inputs' device and dtype decide, so a stand-in CUDA tensor tests it without a GPU."""
+    from types import SimpleNamespace
+
+    def on_cuda(dtype):
+        return SimpleNamespace(device=torch.device("cuda"), dtype=dtype)
+
+    assert backends.select("auto", on_cuda(torch.bfloat16), 64, 64) is triton_backend
+    assert backends.select("auto", on_cuda(torch.float64), 64, 64) is not triton_backend
+    assert backends.select("auto", on_cuda(torch.float32), 4, 4) is triton_backend  # PatchTST's head dim, padded
+    assert backends.select("auto", on_cuda(torch.float32), 192, 192) is not triton_backend
+    assert backends.select("auto", SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32), 64, 64) \
+        is not triton_backend
 
 
 @gpu

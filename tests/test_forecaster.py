@@ -270,7 +270,8 @@ def test_save_load_keeps_wide_format_time_zone_and_a_timedelta_freq(tmp_path):
 
 
 def test_backtest_windows_forecasts_and_metrics(fitted, data):
-    result = fitted.backtest(data, n_windows=3, step=2)
+    with pytest.warns(UserWarning, match="in-sample"):  # fitted on data: the mechanics are checked here, honesty below
+        result = fitted.backtest(data, n_windows=3, step=2)
     fc = result.forecasts
     assert list(fc.columns) == ["unique_id", "cutoff", "ds", "y", "y_forecast", "z", "z_forecast"]
     assert len(fc) == 3 * 3 * H
@@ -310,10 +311,29 @@ def test_backtest_scales_a_new_series_by_its_history_up_to_each_origin():
         np.testing.assert_allclose(window["y_forecast"], alone["y"], rtol=1e-5, atol=1e-6)
 
 
+def test_backtest_warns_when_it_scores_what_fit_trained_on(data, tmp_path):
+    n_windows, step = 3, 2
+    held_out = (H + (n_windows - 1) * step) * pd.Timedelta("1h")  # the fix the warning gives
+    train = data[data["ds"] <= data.groupby("unique_id")["ds"].transform("max") - held_out]
+    honest = Forecaster(**TINY).fit(train, target_cols=TARGETS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        result = honest.backtest(data, n_windows=n_windows, step=step)
+        Forecaster.load(honest.save(tmp_path / "honest")).backtest(data, n_windows=n_windows, step=step)
+    assert (result.forecasts.groupby("unique_id")["cutoff"].min() >= train.groupby("unique_id")["ds"].max()).all()
+    overlap = r"backtest: 3 of 12 windows \(series 'a', 'b', 'c'\) score targets the model was trained on.*in-sample"
+    with pytest.warns(UserWarning, match=overlap + r".*scalers.*without the last horizon \+ \(n_windows - 1\) \* "
+                                         r"step = 12 nominal steps"):
+        honest.backtest(data, n_windows=n_windows + 1, step=step)  # the first window's targets are in train
+    with pytest.warns(UserWarning, match=overlap):
+        Forecaster.load(honest.save(tmp_path / "saved")).backtest(data, n_windows=n_windows + 1, step=step)
+
+
 def test_backtest_on_wide_data():
     df = wide_frame()
     f = Forecaster(**TINY).fit(df)
-    result = f.backtest(df, n_windows=2)
+    with pytest.warns(UserWarning, match="in-sample"):
+        result = f.backtest(df, n_windows=2)
     assert list(result.forecasts.columns) == ["cutoff", "date", "a", "a_forecast", "b", "b_forecast"]
     assert len(result.forecasts) == 2 * H and result.forecasts["a"].notna().all()
     assert list(result.forecasts["cutoff"].unique()) == [df.index[-1 - 2 * H], df.index[-1 - H]]
@@ -331,6 +351,19 @@ def test_plot_returns_a_figure_with_a_panel_per_target(fitted, data, tmp_path):
         fitted.plot(data, fitted.predict(), id="bb")
 
 
+def test_plot_refuses_backtest_output_and_ids_of_a_wide_frame(fitted, data):
+    train = data[data["ds"] <= data.groupby("unique_id")["ds"].transform("max") - pd.Timedelta(hours=2 * H)]
+    honest = Forecaster(**TINY, limit_train_batches=2).fit(train, target_cols=TARGETS)
+    result = honest.backtest(data, n_windows=2, step=H // 2)  # step < horizon: a time in two windows
+    for given in (result, result.forecasts):
+        with pytest.raises(ValueError, match=r"plot draws predict\(\)'s output, but this is a backtest's.*"
+                                             r"f.predict\(df\[df\[time\] <= cutoff\]\)"):
+            honest.plot(data, given, id="a")
+    wide = Forecaster(**TINY, limit_train_batches=2).fit(wide_frame())
+    with pytest.raises(ValueError, match="fitted on a wide frame .*call plot without id"):
+        wide.plot(wide_frame(), wide.predict(), id="a")
+
+
 def test_public_names():
     assert ts_continuum.Forecaster is Forecaster
     assert issubclass(ts_continuum.forecasting.NotFittedError, ValueError)
@@ -342,12 +375,16 @@ def test_integer_ids_keep_their_dtype_through_save_and_load(tmp_path):
     pred = f.predict()
     assert pred["unique_id"].dtype == np.int64 and list(pred["unique_id"].unique()) == [7, 8, 9]
     pd.testing.assert_frame_equal(Forecaster.load(f.save(tmp_path / "ints")).predict(), pred)
-    assert f.backtest(df).forecasts["unique_id"].dtype == np.int64
+    with pytest.warns(UserWarning, match="in-sample"):
+        assert f.backtest(df).forecasts["unique_id"].dtype == np.int64
+    with pytest.raises(ValueError, match=r"series '8' is not in the history \(did you mean 8, an int\?\)"):
+        f.plot(df, pred, id="8")
 
 
 def test_backtest_keeps_the_time_zone():
     df = long_frame(tz="America/New_York")
-    result = Forecaster(**TINY).fit(df).backtest(df, n_windows=2)
+    with pytest.warns(UserWarning, match="in-sample"):
+        result = Forecaster(**TINY).fit(df).backtest(df, n_windows=2)
     for column in ("cutoff", "ds"):
         assert str(result.forecasts[column].dt.tz) == "America/New_York"
     assert str(result.metrics["cutoff"].dt.tz) == "America/New_York"

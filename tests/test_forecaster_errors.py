@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import warnings
 from pathlib import Path
 
 import dateutil.tz
@@ -15,8 +16,8 @@ from forecaster_data import LB, TINY, H, long_frame, wide_frame
 
 from ts_continuum import Forecaster
 from ts_continuum.forecasting import NotFittedError
-from ts_continuum.forecasting.frames import parse_times
-from ts_continuum.forecasting.timing import parse_freq
+from ts_continuum.forecasting.frames import detect_spec, parse_times, read_panel
+from ts_continuum.forecasting.timing import check_calendar, parse_freq
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +70,34 @@ def test_wide_frame_without_a_time_column_or_datetime_index():
     df = wide_frame().reset_index()
     with pytest.raises(ValueError, match=r"no time column 'ds'.*time_col=.*datetime columns: 'date'"):
         Forecaster(**TINY).fit(df)
+
+
+def test_long_time_column_with_another_name_gets_a_time_col_hint():
+    df = long_frame().rename(columns={"ds": "date"})
+    with pytest.raises(ValueError, match=r"column 'ds' \(long format\) is not in the frame.*"
+                                         r"pass time_col=.*\(datetime columns: 'date'\)"):
+        Forecaster(**TINY).fit(df)
+
+
+def store_frame(ids) -> pd.DataFrame:
+    """A long frame whose id column is 'store', not unique_id: detected as wide."""
+    return long_frame().drop(columns="z").assign(unique_id=lambda d: d["unique_id"].map(ids)).rename(
+        columns={"unique_id": "store"})
+
+
+def test_long_frame_without_unique_id_is_named_as_such():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no advice to sort a frame that is refused
+        with pytest.raises(ValueError, match=r"duplicate timestamp.*suggest a long frame holding several series: "
+                                             r"pass id_col=<the column naming the series> \(candidates: 'store'\)"
+                                             r".*Only if.*drop_duplicates"):
+            Forecaster(**TINY).fit(store_frame({"a": 1, "b": 2, "c": 3}))
+    with pytest.raises(ValueError, match=r"'store' are not numeric; pass target_cols=.*or id_col='store'"):
+        Forecaster(**TINY).fit(store_frame({"a": "x", "b": "y", "c": "z"}))
+    one = store_frame({"a": 7, "b": 8, "c": 9}).query("store == 7")
+    with pytest.warns(UserWarning, match=r"target column 'store' is constant \(7\).*pass id_col='store'"):
+        f = Forecaster(**TINY, limit_train_batches=2).fit(one)
+    assert f.spec_.target_cols == ("store", "y")  # only a warning: a constant target can be legitimate
 
 
 def test_non_numeric_targets():
@@ -167,15 +196,22 @@ def test_mixed_tz_aware_and_naive_timestamps():
 
 def test_timestamps_must_match_the_kind_seen_at_fit(fitted):
     df = long_frame(tz="UTC")
-    with pytest.raises(ValueError, match="tz-aware datetimes as times but the forecaster was fitted on naive"):
+    with pytest.raises(ValueError, match="tz-aware datetimes as times but the forecaster was fitted on naive.*"
+                                         "tz_localize"):
         fitted.predict(df)
     numeric = long_frame().assign(ds=lambda d: np.arange(len(d), dtype=float))
-    with pytest.raises(ValueError, match="numbers as times but the forecaster was fitted on naive datetimes"):
+    with pytest.raises(ValueError, match="numbers as times but the forecaster was fitted on naive datetimes; "
+                                         "convert them with pd.to_datetime"):
         fitted.predict(numeric)
+    on_numbers = Forecaster(**TINY, limit_train_batches=2).fit(numeric)
+    with pytest.raises(ValueError, match="naive datetimes as times but the forecaster was fitted on numbers; "
+                                         "give the times as the same numbers as at fit") as error:
+        on_numbers.predict(long_frame())
+    assert "tz_" not in str(error.value)
 
 
 @pytest.mark.parametrize("freq, match", [("MS", "not a fixed duration"), (3, "must be a duration"),
-                                         ("-1h", "positive duration")])
+                                         ("-1h", "positive duration"), ("W", r"next Sunday.*'7D' \(a week\)")])
 def test_bad_freq_for_datetimes(freq, match):
     with pytest.raises(ValueError, match=match):
         Forecaster(**TINY, freq=freq).fit(long_frame())
@@ -204,7 +240,8 @@ def test_time_zones_of_any_library_survive_predict_backtest_and_save(tz, tmp_pat
     assert (pred.groupby("unique_id")["ds"].min() == last + pd.Timedelta(hours=1)).all()
     assert pred["ds"].dt.tz.utcoffset(pred["ds"][0]) == df["ds"].dt.tz.utcoffset(pred["ds"][0])
     pd.testing.assert_frame_equal(Forecaster.load(f.save(tmp_path / "m")).predict(), pred)
-    assert len(f.backtest(df).forecasts) == 3 * H
+    with pytest.warns(UserWarning, match="in-sample"):
+        assert len(f.backtest(df).forecasts) == 3 * H
     repeat = pd.concat([df.iloc[:11], df.iloc[[10]], df.iloc[11:]], ignore_index=True)
     with pytest.raises(ValueError, match=r"1 duplicate timestamp\(s\) within a series \('a' at 2021-01-01"):
         f.predict(repeat)
@@ -216,6 +253,71 @@ def test_a_time_zone_without_a_storable_name_is_refused_with_the_fix():
     df["ds"] = df["ds"].dt.tz_convert(dateutil.tz.tzfile(io.BytesIO(data)))  # a zone without any name
     with pytest.raises(ValueError, match=r"time zone .*BytesIO.* cannot be stored by name; convert .*tz_convert"):
         Forecaster(**TINY).fit(df)
+
+
+def test_calendar_months_are_refused_with_the_way_to_forecast_them():
+    months = wide_frame(n=60)
+    months.index = pd.date_range("2015-01-01", periods=60, freq="MS", name="date")
+    with pytest.raises(ValueError, match=r"calendar months \(spacings vary between 28 and 31 days\).*drift.*"
+                                         r"df.index.year \* 12 \+ df.index.month - 1"):
+        Forecaster(**TINY).fit(months)
+    quarters = months.reset_index().assign(date=pd.date_range("2000-01-01", periods=60, freq="QS"))
+    with pytest.raises(ValueError, match=r"calendar quarters.*df\['date'\].dt.year \* 4"):
+        Forecaster(**TINY).fit(quarters, time_col="date")
+    with pytest.warns(UserWarning, match="calendar months.*drift"):  # a fixed step chosen on purpose: a warning
+        f = Forecaster(**TINY, freq="30D", limit_train_batches=2).fit(months)
+    assert f.freq_ == pd.Timedelta(days=30).value
+
+
+def test_weeks_are_a_fixed_step():
+    weeks = wide_frame(n=60)
+    weeks.index = pd.date_range("2015-01-04", periods=60, freq="W", name="date")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no calendar warning: a week is always 7 days
+        f = Forecaster(**TINY, freq=pd.offsets.Week(), limit_train_batches=2).fit(weeks)
+    assert f.freq_ == pd.Timedelta(days=7).value
+    assert parse_freq(pd.offsets.Week(2), "datetime") == pd.Timedelta(days=14).value
+    check_calendar(read_panel(weeks, detect_spec(weeks)), False, "df.index")  # inferred weeks are fine too
+
+
+def test_daily_data_with_an_hourly_freq_says_the_spacing_is_far_from_freq():
+    daily = wide_frame(n=90)
+    daily.index = pd.date_range("2022-03-01", periods=90, freq="D", name="date")
+    with pytest.raises(ValueError, match=r"too sparse.*typical spacing \(1 days 00:00:00\) is far from freq "
+                                         r"\(0 days 01:00:00\)"):
+        Forecaster(**TINY, freq="h").fit(daily)
+
+
+def test_day_first_date_strings_are_refused_not_misread():
+    days = pd.date_range("2024-01-01", periods=40, freq="D")
+    df = wide_frame(n=40).reset_index(drop=True).assign(ds=days.strftime("%d/%m/%Y"))
+    with pytest.raises(ValueError, match=r"do not all parse with one format: '01/01/2024' reads as '%m/%d/%Y' but "
+                                         r"'13/01/2024' does not.*pd.to_datetime\(df\['ds'\], format=.*dayfirst=True"):
+        Forecaster(**TINY).fit(df)
+    with pytest.raises(ValueError, match=r"no date format pandas can infer \(e.g. '01/01/2024 12AM'\).*format="):
+        parse_times(pd.Series(days.strftime("%d/%m/%Y %I%p")), "ds")  # would be parsed string by string
+
+
+@pytest.mark.parametrize("values", [
+    ["2024-01-01", "2024-01-01 05:00", "2024-01-02 05:00:00.5"],  # ISO 8601 of several precisions
+    ["13/01/2024", "14/01/2024", "01/02/2024"],  # day-first from the first string on: one format
+    [dt.date(2024, 1, 1), dt.date(2024, 1, 2), dt.date(2024, 2, 1)],
+    [dt.datetime(2024, 1, 1, 5), "2024-01-02", None],
+    ["Jan 01 2024", "Jan 02 2024", "Feb 01 2024"],
+])
+def test_time_strings_and_objects_in_one_layout_are_read(values):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # pandas notes a day-first guess
+        expected = pd.to_datetime(pd.Series(values), dayfirst=isinstance(values[0], str) and "/" in values[0],
+                                  format="ISO8601" if values[0] == "2024-01-01" else None)
+        series = pd.Series(values, dtype=object)
+        if values[-1] is None:
+            with pytest.raises(ValueError, match="1 missing timestamps"):
+                parse_times(series, "ds")
+            series, expected = series[:-1], expected[:-1]
+        times, kind, tz, _ = parse_times(series, "ds")
+    assert (kind, tz) == ("datetime", None)
+    np.testing.assert_array_equal(times, expected.dt.as_unit("ns").astype("int64").to_numpy())
 
 
 def test_day_frequencies_are_24_hours():
@@ -249,7 +351,7 @@ def test_too_short_series_say_how_many_steps_are_needed():
     df = df[(df["unique_id"] != "b") | (df["ds"] < "2021-01-03 07:00")]  # b keeps 26 hourly steps
     with pytest.raises(ValueError, match=rf"lookback {LB} \+ horizon {H} = {LB + H} nominal steps.*'b': 26"):
         Forecaster(**TINY).fit(df)
-    with pytest.raises(ValueError, match=rf"\+ val_size 40 = {LB + H + 40}"):
+    with pytest.raises(ValueError, match=rf"\+ val_size 40 = {LB + H + 40}.*or a smaller val_size"):
         Forecaster(**TINY).fit(long_frame(), val_size=40)
 
 
@@ -262,10 +364,11 @@ def test_val_size_must_hold_a_horizon():
 
 def test_predict_needs_every_variable_in_the_lookback_window(fitted):
     df = long_frame()
-    recent = (df["unique_id"] == "a") & (df["ds"] > "2021-01-02 02:00")  # a's last 30 hours
+    recent = (df["unique_id"] == "a") & (df["ds"] > "2021-01-02 02:00")  # a's last 53 hours
     df.loc[recent, "z"] = np.nan
     with pytest.raises(ValueError, match=rf"series 'a' has no observation of 'z' in the {LB} nominal steps up to "
-                                         r"2021-01-04 07:00:00.*longer history"):
+                                         r"2021-01-04 07:00:00.*its 53 most recent values of 'z' are missing "
+                                         r"\(since 2021-01-02 03:00:00; the last observed one is at 2021-01-02 02:00"):
         fitted.predict(df)
 
 

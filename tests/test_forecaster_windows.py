@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -121,6 +123,20 @@ def test_series_with_different_spacings_warn_when_freq_is_inferred():
     ])
     with pytest.warns(UserWarning, match="differ in their typical spacing"):
         assert infer_freq(read_panel(df, detect_spec(df))) == HOUR
+
+
+def test_heavy_thinning_warns_that_the_inferred_step_is_a_multiple_of_a_common_spacing():
+    days = pd.date_range("2021-01-01", periods=300, freq="D")
+    keep = np.random.default_rng(0).random(300) > 0.6  # 60 % of the rows removed: median spacing 2 days
+    thinned = pd.DataFrame({"y": np.arange(keep.sum(), dtype=float)}, index=days[keep])
+    with pytest.warns(UserWarning, match=r"inferred as 2 days 00:00:00 \(the median spacing\), but \d+% of the "
+                                         r"spacings are 1 days 00:00:00.*Pass freq="):
+        assert infer_freq(read_panel(thinned, detect_spec(thinned))) == 2 * 24 * HOUR
+    keep = np.random.default_rng(0).random(300) > 0.3  # a median spacing of one day: nothing to say
+    lightly = pd.DataFrame({"y": np.arange(keep.sum(), dtype=float)}, index=days[keep])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert infer_freq(read_panel(lightly, detect_spec(lightly))) == 24 * HOUR
 
 
 def test_scaler_ignores_missing_values_and_keeps_constant_series_finite():

@@ -1,5 +1,9 @@
-"""Rolling-origin evaluation of a fitted Forecaster, without refitting (as neuralforecast's
-``cross_validation`` with ``refit=False``).
+"""Rolling-origin evaluation of a fitted Forecaster, without any training.
+
+Unlike neuralforecast's ``cross_validation`` (which, with ``refit=False``, trains once on the data
+before the first window), this scores the forecaster as it was fitted. Windows whose targets lie in
+the data ``fit`` saw for a known series are in-sample: a ``UserWarning`` says so. For honest scores,
+fit on the data up to the first cutoff and backtest on the full frame.
 
 For each series the last ``n_windows`` cutoffs lie ``step`` nominal steps apart, the last one
 ``horizon`` steps before the series' last observation. On irregular data a cutoff falls between
@@ -12,12 +16,13 @@ land in one slot, NaN when none does). Errors are in the data's original units.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from .errors import positive_int
+from .errors import listing, positive_int
 from .frames import id_column, native_to_pandas
 from .timing import future_times
 from .windows import EPS, Windows
@@ -55,12 +60,37 @@ def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None)
         origins.append(rows)
         series.append(np.full(len(rows), i))
     origins, series = np.concatenate(origins), np.concatenate(series)
+    _warn_in_sample(f, panel, windows, origins, series, need)
 
     f._check_history(windows, panel.values, origins, panel, series)  # counts observations: unscaled values do
     predicted = _forecasts(f, panel, windows, origins, series)
     actual, matched = windows.targets(panel.values, origins)
     return _result(f.spec_, panel, origins, series, future_times(panel.times[origins], f.freq_, H), actual, matched,
                    predicted)
+
+
+def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray, held_out: float) -> None:
+    """Warn when a window of a series known from fit scores targets at or before the end of that
+    series' training data (its last observation in fit, the end of ``context_``, saved with it)."""
+    known = np.array([f.series_.get(sid, -1) for sid in panel.ids])[series]
+    until = f.context_.times[f.context_.last_rows][np.maximum(known, 0)]
+    lo, hi = windows.tgt_lo[origins], windows.tgt_hi[origins]
+    seen = (known >= 0) & (hi > lo) & (panel.times[np.minimum(lo, len(panel.times) - 1)] <= until)
+    if not seen.any():
+        return
+    w = int(np.flatnonzero(seen)[0])
+    names = listing(dict.fromkeys(panel.ids[series[seen]]))
+
+    def when(t):
+        return native_to_pandas(np.array([t]), panel.time_kind, panel.tz, panel.time_dtype)[0]
+
+    warnings.warn(
+        f"backtest: {int(seen.sum())} of {len(origins)} windows (series {names}) "
+        f"score targets the model was trained on (e.g. {panel.ids[series[w]]!r} after cutoff "
+        f"{when(panel.times[origins[w]])}, while fit saw it up to {when(until[w])}), so their errors are in-sample "
+        "and optimistic; if fit had no val_size, these series' scalers were fitted on those values too. For honest "
+        "scores, fit on the data up to the first cutoff, e.g. without the last horizon + (n_windows - 1) * step = "
+        f"{held_out:g} nominal steps of each series, then backtest on the full frame", UserWarning, stacklevel=4)
 
 
 def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray) -> np.ndarray:

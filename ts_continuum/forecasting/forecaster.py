@@ -16,12 +16,12 @@ from ..models.layers import MultiHeadAttention
 from ..training import ForecastingModule
 from .backtest import BacktestResult, run_backtest
 from .errors import NotFittedError, positive_int
-from .frames import FrameSpec, Panel, detect_spec, forecast_frame, native_to_pandas, read_panel
+from .frames import FrameSpec, Panel, detect_spec, forecast_frame, native_to_pandas, read_panel, warn_constant_targets
 from .options import split_options
 from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_forecast
 from .scaling import Scaler
-from .timing import describe, future_times, infer_freq, irregularity, parse_freq
+from .timing import check_calendar, describe, future_times, infer_freq, irregularity, parse_freq, spacing_hint
 from .training import run_fit
 from .windows import EPS, Windows, window_loader
 
@@ -50,7 +50,7 @@ class Forecaster:
         model: "patchtst" or "encoder" (``ts_continuum.models``).
         horizon, lookback: forecast and input lengths in nominal steps (positive integers).
         attention: "continuous" (integrates over real time between observations) or "softmax".
-        freq: the nominal step: a fixed duration ('h', '15min', pd.Timedelta) for datetimes, a
+        freq: the nominal step: a fixed duration ('h', '15min', '7D', pd.Timedelta) for datetimes, a
             number for numeric times; None infers the median spacing (see ``freq_`` after fit).
         pos_encoding: "rope" (rotary positions at the real timestamps, so a softmax model also
             sees gaps), "learned" or "none" (token indices: blind to gaps, hence a warning on
@@ -95,6 +95,8 @@ class Forecaster:
         ``val_size``: nominal steps at the end of each series held out for validation, early
         stopping and the choice of the best epoch (at least ``horizon``); None trains on all of it.
         Training needs every series to span ``lookback + horizon (+ val_size)`` nominal steps.
+        Datetimes spaced by calendar months, quarters or years are refused without ``freq=`` (a
+        fixed step cannot follow them): fit on month numbers instead, see ``docs/forecaster.md``.
         """
         if val_size is not None and positive_int("val_size", val_size) < self.horizon:
             raise ValueError(f"val_size ({val_size}) must be at least horizon ({self.horizon}) nominal steps so "
@@ -102,7 +104,10 @@ class Forecaster:
         spec = detect_spec(df, id_col, time_col, target_cols)
         panel = read_panel(df, spec, "training data")
         spec = spec.with_time(panel)
-        freq = infer_freq(panel) if self.freq is None else parse_freq(self.freq, panel.time_kind)
+        warn_constant_targets(panel, spec)
+        freq = None if self.freq is None else parse_freq(self.freq, panel.time_kind)
+        check_calendar(panel, freq is not None, f"df[{spec.time_col!r}].dt" if spec.time_col else "df.index")
+        freq = infer_freq(panel) if freq is None else freq
         self._warn_if_blind(panel, freq)
         windows = Windows(panel.times, panel.bounds, freq, self.lookback, self.horizon)
         span = windows.steps[panel.last_rows]  # steps from each series' first to last observation
@@ -118,7 +123,8 @@ class Forecaster:
         origins = train_windows.usable(train_values, train_windows.origins(end=cut))
         if not len(origins):
             raise ValueError("no training window has an observation of every target in its lookback window and "
-                             "an observed target in its horizon; the data is too sparse for this lookback/horizon")
+                             "an observed target in its horizon; the data is too sparse for this lookback/horizon"
+                             + spacing_hint(panel, freq))
         val_loader = None
         if val_size:
             values = scaler.transform(panel.values, panel.bounds)
@@ -157,6 +163,7 @@ class Forecaster:
                 f"{self.lookback} + horizon {self.horizon}{extra} = {need} nominal steps of "
                 f"{describe(freq, panel.time_kind)} "
                 f"from first to last observation (spans: {got}). Drop these series or use a shorter lookback/horizon"
+                + (" or a smaller val_size" if val_size else "") + spacing_hint(panel, freq)
             )
 
     def _warn_if_blind(self, panel: Panel, freq) -> None:
@@ -209,14 +216,29 @@ class Forecaster:
                        series: np.ndarray) -> None:
         counts = windows.input_counts(values, origins)
         missing = np.argwhere(counts == 0)
-        if len(missing):
-            w, c = missing[0]
-            when = native_to_pandas(panel.times[origins[w : w + 1]], panel.time_kind, panel.tz, panel.time_dtype)[0]
-            raise ValueError(
-                f"series {panel.ids[series[w]]!r} has no observation of {self.spec_.target_cols[c]!r} in the "
-                f"{self.lookback} nominal steps up to {when} ({len(np.unique(missing[:, 0]))} window(s) affected); the "
-                "model needs at least one observation of every target in its lookback window: give a longer history"
-            )
+        if not len(missing):
+            return
+        w, c = missing[0]
+        origin, name = origins[w], self.spec_.target_cols[c]
+
+        def when(row: int):
+            return native_to_pandas(panel.times[[row]], panel.time_kind, panel.tz, panel.time_dtype)[0]
+
+        first = panel.bounds[series[w]]
+        seen = np.flatnonzero(~np.isnan(values[first : origin + 1, c]))
+        if len(seen):  # observed earlier: the most recent values are missing, not the history short
+            last = first + seen[-1]
+            cause = (f"its {origin - last} most recent values of {name!r} are missing (since {when(last + 1)}; the "
+                     f"last observed one is at {when(last)}). The model needs at least one observation of every "
+                     f"target in its lookback window: fill the missing values (e.g. with ffill) or leave out the "
+                     f"rows after {when(last)}")
+        else:
+            cause = ("the model needs at least one observation of every target in its lookback window: give a "
+                     "longer history")
+        raise ValueError(
+            f"series {panel.ids[series[w]]!r} has no observation of {name!r} in the {self.lookback} nominal steps up "
+            f"to {when(origin)} ({len(np.unique(missing[:, 0]))} window(s) affected); {cause}"
+        )
 
     def _forecast(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
         """One no-grad pass (in chunks) in eval mode with eager attention: scaled (W, H, C)."""
@@ -230,9 +252,10 @@ class Forecaster:
         return np.concatenate(out)
 
     def backtest(self, df: pd.DataFrame, n_windows: int = 1, step: int | None = None) -> BacktestResult:
-        """Rolling-origin evaluation without refitting: forecasts from the last ``n_windows`` cutoffs,
+        """Rolling-origin evaluation without training: forecasts from the last ``n_windows`` cutoffs,
         ``step`` nominal steps apart (default ``horizon``), scored against what ``df`` observed after
-        each cutoff; see ``backtest.py``."""
+        each cutoff. Windows whose targets fit trained on are in-sample (a warning says so): for honest
+        scores fit on the data up to the first cutoff; see ``backtest.py``."""
         self._check_fitted("backtest")
         return run_backtest(self, df, n_windows, step)
 
@@ -248,7 +271,7 @@ class Forecaster:
         return load_forecaster(cls, Path(path))
 
     def plot(self, history: pd.DataFrame, forecast: pd.DataFrame, id=None, history_steps: int | None = None):
-        """A matplotlib Figure of one series' history and forecast (one panel per target)."""
+        """A matplotlib Figure of one series' history and ``predict()``'s forecast (one panel per target)."""
         self._check_fitted("plot")
         return plot_forecast(self, history, forecast, id, history_steps)
 

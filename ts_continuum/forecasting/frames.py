@@ -16,9 +16,15 @@ from __future__ import annotations
 import warnings
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
+from typing import Callable
 
 import numpy as np
 import pandas as pd
+
+try:
+    from pandas.tseries.api import guess_datetime_format
+except ImportError:  # pandas < 2.2 keeps it private
+    from pandas._libs.tslibs.parsing import guess_datetime_format
 
 from .errors import did_you_mean, listing
 
@@ -95,16 +101,16 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
     index_name = None
     if long:
         id_col, time_col = id_col or LONG_ID, time_col or "ds"
-        _require_columns(df, [id_col, time_col], "long format")
+        _require_columns(df, [id_col], "long format")
+        _require_columns(df, [time_col], "long format", "; pass time_col=<the column holding the timestamps>"
+                         + _datetime_columns_hint(df))
         targets = list(target_cols) if target_cols is not None else ["y"]
     else:
         if time_col is None or time_col not in columns:
             if not (isinstance(df.index, pd.DatetimeIndex) or (time_col is not None and df.index.name == time_col)):
-                hint = [c for c in columns if _is_datetime_column(df, c)]
                 raise ValueError(
                     f"no time column {time_col!r}{did_you_mean(time_col, columns)} and the index is not a "
-                    "DatetimeIndex; pass time_col=<the column holding the timestamps>"
-                    + (f" (datetime columns: {listing(hint)})" if hint else "")
+                    "DatetimeIndex; pass time_col=<the column holding the timestamps>" + _datetime_columns_hint(df)
                     + ", or id_col=... for long format"
                     + _index_hint(df, [time_col, LONG_ID])
                 )
@@ -115,7 +121,9 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
         bad = [c for c in targets if target_cols is None and not _is_number(df[c])]
         if bad:
             raise ValueError(
-                f"column(s) {listing(bad)} are not numeric; pass target_cols=[...] to choose the variables to forecast"
+                f"column(s) {listing(bad)} are not numeric; pass target_cols=[...] to choose the variables to "
+                f"forecast, or id_col={bad[0]!r} if {'it names' if len(bad) == 1 else 'one of them names'} the "
+                "series of a long frame (one row per series and time)"
             )
     if not targets:
         raise ValueError("no target columns: pass target_cols=[...] with the variables to forecast")
@@ -151,7 +159,7 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
         fitted = "numbers" if spec.time_kind == "numeric" else ("tz-aware" if spec.tz_aware else "naive") + " datetimes"
         given = "numbers" if kind == "numeric" else ("tz-aware" if tz else "naive") + " datetimes"
         raise ValueError(f"{what} has {given} as times but the forecaster was fitted on {fitted}; "
-                         "convert them (e.g. .dt.tz_localize / .dt.tz_convert) to match")
+                         + _conversion_hint(kind, spec.time_kind))
     if spec.id_col is None:
         codes, ids = np.zeros(len(df), dtype=np.int64), np.array([None], dtype=object)
     else:
@@ -162,7 +170,9 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
         codes, uniques = pd.factorize(id_values, sort=False)
         ids = np.asarray(uniques, dtype=object)
     values = np.column_stack([df[c].to_numpy(dtype=np.float64, na_value=np.nan) for c in spec.target_cols])
-    order = _time_order(codes, times, ids, what, lambda t: native_to_pandas(np.array([t]), kind, tz, time_dtype)[0])
+    fix = (lambda: _long_frame_advice(df, spec)) if spec.kind == "wide" else _drop_duplicates_advice
+    order = _time_order(codes, times, ids, what, lambda t: native_to_pandas(np.array([t]), kind, tz, time_dtype)[0],
+                        fix)
     codes, times, values = codes[order], times[order], values[order]
     if np.isinf(values).any():
         col = spec.target_cols[int(np.isinf(values).any(0).argmax())]
@@ -283,14 +293,28 @@ def id_column(ids: np.ndarray) -> pd.Series:
     return pd.Series(ids, dtype=object).infer_objects()
 
 
-def _require_columns(df: pd.DataFrame, names: list[str], role: str) -> None:
+def _require_columns(df: pd.DataFrame, names: list[str], role: str, hint: str = "") -> None:
     columns = [str(c) for c in df.columns]
     for name in names:
         if name not in df.columns:
             raise ValueError(
                 f"column {name!r} ({role}) is not in the frame{did_you_mean(name, columns)}; "
-                f"columns: {listing(columns, 12)}" + _index_hint(df, names)
+                f"columns: {listing(columns, 12)}" + _index_hint(df, names) + hint
             )
+
+
+def _datetime_columns_hint(df: pd.DataFrame) -> str:
+    names = [c for c in df.columns if _is_datetime_column(df, c)]
+    return f" (datetime columns: {listing(names)})" if names else ""
+
+
+def _conversion_hint(given: str, fitted: str) -> str:
+    """How to turn times of kind ``given`` into those of kind ``fitted`` (both "datetime" or "numeric")."""
+    if given == fitted:
+        return "convert them (e.g. .dt.tz_localize(...) / .dt.tz_convert(...)) to match"
+    if fitted == "numeric":
+        return "give the times as the same numbers as at fit (e.g. step counts), or fit on datetimes"
+    return "convert them with pd.to_datetime(...) to match, or fit on numbers"
 
 
 def _index_hint(df: pd.DataFrame, names: list) -> str:
@@ -344,40 +368,95 @@ def _is_missing(value) -> bool:
 
 
 def _parse_object_times(raw: pd.Series, name: str) -> pd.DatetimeIndex:
+    """Date objects as they are; strings with one layout for all (guessed from the first string, as
+    pandas does) or as ISO 8601. Never string by string: "02/01/2024" would be read as February 1
+    and "13/01/2024" as January 13 in one column, a silent wrong order."""
     stamps = [v for v in raw if isinstance(v, datetime)]
     if len({v.tzinfo is None for v in stamps}) > 1:
         raise ValueError(f"time column {name!r} mixes tz-aware and naive timestamps; make them consistent, "
                          "e.g. localize the naive ones with .tz_localize(...) or use pd.to_datetime(..., utc=True)")
-    try:
+    strings = [v for v in raw if isinstance(v, str)]
+    layout = guess_datetime_format(strings[0]) if strings else None
+    error = None
+    for fmt in ([None] if not strings else [layout, "ISO8601"] if layout else ["ISO8601"]):
         try:
-            return pd.DatetimeIndex(pd.to_datetime(raw))
-        except ValueError:  # strings in more than one layout (e.g. some with a UTC offset): parse one by one
-            return pd.DatetimeIndex(pd.to_datetime(raw, format="mixed"))
-    except (ValueError, TypeError) as exc:
-        if any(word in str(exc).lower() for word in ("zone", "tz", "offset")):
-            raise ValueError(f"time column {name!r} mixes time zones or tz-aware and naive timestamps ({exc}); "
-                             "convert them to one, e.g. pd.to_datetime(df[...], utc=True)") from None
-        raise ValueError(f"time column {name!r} (dtype {raw.dtype}) holds neither datetimes nor numbers ({exc}); "
+            return pd.DatetimeIndex(pd.to_datetime(raw, format=fmt))
+        except (ValueError, TypeError) as exc:
+            if any(word in str(exc).lower() for word in ("zone", "tz", "offset")):
+                raise ValueError(f"time column {name!r} mixes time zones or tz-aware and naive timestamps ({exc}); "
+                                 "convert them to one, e.g. pd.to_datetime(df[...], utc=True)") from None
+            error = error or exc
+    parse = (f"parse the column before fit, e.g. df[{name!r}] = pd.to_datetime(df[{name!r}], format=...) with its "
+             "format (such as '%d/%m/%Y'), or with dayfirst=True for day-first dates")
+    if layout:
+        misfit = pd.to_datetime(pd.Series(strings), format=layout, errors="coerce").isna()
+        example = strings[int(misfit.to_numpy().argmax())] if misfit.any() else None
+        raise ValueError(f"time column {name!r} holds date strings that do not all parse with one format: "
+                         f"{strings[0]!r} reads as {layout!r}"
+                         + (f" but {example!r} does not" if example is not None else "")
+                         + f" (e.g. day-first dates read month-first); {parse}") from None
+    if not strings:
+        raise ValueError(f"time column {name!r} (dtype {raw.dtype}) holds neither datetimes nor numbers ({error}); "
                          "convert it with pd.to_datetime or pd.to_numeric") from None
+    raise ValueError(f"time column {name!r} holds strings with no date format pandas can infer (e.g. "
+                     f"{strings[0]!r}), and reading each on its own may mix up day and month; {parse} "
+                     "(or pd.to_numeric for numbers)") from None
 
 
-def _time_order(codes: np.ndarray, times: np.ndarray, ids: np.ndarray, what: str, show) -> np.ndarray:
-    """Row order by series then time; sorts with a warning, refuses duplicate times."""
+def _time_order(codes: np.ndarray, times: np.ndarray, ids: np.ndarray, what: str, show,
+                fix: Callable[[], str]) -> np.ndarray:
+    """Row order by series then time; refuses duplicate times (``fix`` says how to mend them, asked
+    only when there are some), then sorts with a warning: a refused frame gets no sorting advice."""
     order = np.argsort(codes, kind="stable")
     c, t = codes[order], times[order]
     same = c[1:] == c[:-1]
     backwards = same & (t[1:] < t[:-1])
+    unsorted = ids[np.unique(c[1:][backwards])]
     if backwards.any():
-        bad = ids[np.unique(c[1:][backwards])]
-        warnings.warn(f"{what}: timestamps of series {listing(bad)} are not in increasing order; sorting them "
-                      "(sort the frame by id and time to silence this)", UserWarning, stacklevel=4)
         order = np.lexsort((times, codes))
         c, t = codes[order], times[order]
         same = c[1:] == c[:-1]
     dup = same & (t[1:] == t[:-1])
     if dup.any():
         rows = np.flatnonzero(dup)
-        examples = [f"{ids[c[r]]!r} at {show(t[r])}" for r in rows[:3]]
+        examples = [f"{'' if ids[c[r]] is None else f'{ids[c[r]]!r} at '}{show(t[r])}" for r in rows[:3]]
         raise ValueError(f"{what}: {len(rows)} duplicate timestamp(s) within a series ({'; '.join(examples)}); "
-                         "keep one row per series and time, e.g. df.drop_duplicates([id, time]) or aggregate them")
+                         + fix())
+    if len(unsorted):
+        warnings.warn(f"{what}: timestamps of series {listing(unsorted)} are not in increasing order; sorting them "
+                      "(sort the frame by id and time to silence this)", UserWarning, stacklevel=4)
     return order
+
+
+def _drop_duplicates_advice() -> str:
+    return "keep one row per series and time, e.g. df.drop_duplicates([id, time]) or aggregate them"
+
+
+def _long_frame_advice(df: pd.DataFrame, spec: FrameSpec) -> str:
+    """Repeated times in a frame read as wide (one series): most likely a long frame without ``unique_id``."""
+    time = pd.Series(df.index if spec.time_col is None else df[spec.time_col].to_numpy())
+    candidates = []
+    for c in df.columns:
+        if c == spec.time_col or not isinstance(df[c], pd.Series):
+            continue
+        column = df[c].reset_index(drop=True)
+        repeats = column.nunique(dropna=False) < len(column)  # ids repeat over time ...
+        if repeats and not pd.DataFrame({"t": time, "c": column}).duplicated().any():  # ... but not within one
+            candidates.append(c)
+    names = f" (candidates: {listing(candidates)})" if candidates else ""
+    dedupe = "df[~df.index.duplicated()]" if spec.time_col is None else f"df.drop_duplicates([{spec.time_col!r}])"
+    return (f"the frame was read as wide format (one series, no id column) since it has no {LONG_ID!r} column, but "
+            "repeated timestamps suggest a long frame holding several series: pass id_col=<the column naming the "
+            f"series>{names} to fit. Only if it really is one series with repeated rows, keep one row per time, "
+            f"e.g. {dedupe}, or aggregate them")
+
+
+def warn_constant_targets(panel: Panel, spec: FrameSpec) -> None:
+    """Warn about a target that never changes: often an id column read as a variable of a wide frame."""
+    for c, name in enumerate(spec.target_cols):
+        seen = panel.values[~np.isnan(panel.values[:, c]), c]
+        if len(seen) > 1 and (seen == seen[0]).all():
+            fix = (f"if it identifies the series, pass id_col={name!r} (long format)" if spec.kind == "wide" else
+                   "if it is not a variable to forecast, leave it out with target_cols=[...]")
+            warnings.warn(f"target column {name!r} is constant ({seen[0]:g}) in the training data, so there is "
+                          f"nothing to learn from it; {fix}", UserWarning, stacklevel=3)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .backtest import BacktestResult
 from .errors import did_you_mean, listing, positive_int
 from .frames import native_to_pandas, read_panel
 
@@ -18,6 +19,10 @@ def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
                   history_steps: int | None = None) -> Figure:
     """History (the last ``history_steps`` nominal steps, default ``lookback``) and forecast of series ``id``."""
     steps = f.lookback if history_steps is None else positive_int("history_steps", history_steps)
+    _refuse_backtest(forecast, f.spec_)
+    if f.spec_.kind == "wide" and id is not None:
+        raise ValueError(f"id={id!r} selects a series of a long frame, but this forecaster was fitted on a wide "
+                         "frame (one series, no ids): call plot without id")
     hist = read_panel(history, f.spec_, "history")
     pred = read_panel(forecast, f.spec_, "forecast")
     if f.spec_.kind == "long" and id is None:
@@ -49,9 +54,27 @@ def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
     return fig
 
 
+def _refuse_backtest(forecast, spec) -> None:
+    """Backtest output holds actuals under the target names: plotted as a forecast they would mislead."""
+    columns = forecast.forecasts.columns if isinstance(forecast, BacktestResult) else getattr(forecast, "columns", [])
+    if "cutoff" in columns and all(f"{name}_forecast" in columns for name in spec.target_cols):
+        raise ValueError("plot draws predict()'s output, but this is a backtest's (a 'cutoff' column, actuals in "
+                         f"{listing(spec.target_cols)} and forecasts in '<target>_forecast'); to see one backtest "
+                         "window, plot the forecast from the history up to its cutoff, e.g. "
+                         "f.plot(df, f.predict(df[df[time] <= cutoff]), id=...)")
+
+
 def _series_index(panel, id, what: str) -> int:
     matches = np.flatnonzero(np.array([sid == id for sid in panel.ids], dtype=bool))
     if not len(matches):
-        raise ValueError(f"series {id!r} is not in the {what}{did_you_mean(id, map(str, panel.ids))}; "
-                         f"series there: {listing(panel.ids)}")
+        same_text = [sid for sid in panel.ids if str(sid) == str(id)]  # e.g. "202" for the integer id 202
+        hint = (f" (did you mean {same_text[0]!r}, {_kind(same_text[0])}?)" if same_text
+                else did_you_mean(id, map(str, panel.ids)))
+        raise ValueError(f"series {id!r} is not in the {what}{hint}; series there: {listing(panel.ids)}")
     return int(matches[0])
+
+
+def _kind(value) -> str:
+    if isinstance(value, (int, np.integer)):
+        return "an int"
+    return "a string" if isinstance(value, str) else f"a {type(value).__name__}"

@@ -1,12 +1,14 @@
 """The nominal step: parsing ``freq=``, inferring it from the data, and time in nominal steps.
 
 The model measures time in nominal steps (one step = ``freq``). Native times are int64 nanoseconds
-for datetimes (so a step is a fixed duration: calendar offsets such as month ends are refused) and
-float64 for numeric times. Irregular spacing is kept as it is: nothing is resampled or filled.
+for datetimes (so a step is a fixed duration: calendar offsets such as month ends are refused, and
+so is data spaced by calendar months, which a fixed step cannot follow) and float64 for numeric
+times. Irregular spacing is kept as it is: nothing is resampled or filled.
 """
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import warnings
 
@@ -16,6 +18,13 @@ import pandas as pd
 from .frames import Panel
 
 SNAP = 1e-6  # times this close to a whole number of steps are taken as exact (float noise)
+COMMON = 0.1  # a spacing this share of the gaps have is common: an inferred step 1.5 times it or more is doubtful
+DAY = pd.Timedelta(days=1).value
+CALENDAR = (  # unit, spacing in days, to numbers, back to dates (first day), one unit
+    ("months", 28, 31, "{t}.year * 12 + {t}.month - 1", "'year': n // 12, 'month': n % 12 + 1", "month"),
+    ("quarters", 89, 92, "{t}.year * 4 + {t}.quarter - 1", "'year': n // 4, 'month': 3 * (n % 4) + 1", "quarter"),
+    ("years", 365, 366, "{t}.year", "'year': n, 'month': 1", "year"),
+)
 
 
 def parse_freq(freq, time_kind: str) -> float | int:
@@ -39,8 +48,8 @@ def parse_freq(freq, time_kind: str) -> float | int:
         else:
             raise ValueError(f"unsupported type {type(freq).__name__}")
     except ValueError as exc:
-        raise ValueError(f"freq={freq!r} is not a fixed duration ({exc}); use e.g. 'h', '15min', 'D' (24 hours) "
-                         "or a pd.Timedelta") from None
+        raise ValueError(f"freq={freq!r} is not a fixed duration ({exc}); use e.g. 'h', '15min', 'D' (24 hours), "
+                         "'7D' (a week) or a pd.Timedelta") from None
     if step <= pd.Timedelta(0):
         raise ValueError(f"freq must be a positive duration, got {freq!r}")
     return int(step.value)
@@ -56,16 +65,64 @@ def _offset_step(offset: pd.offsets.BaseOffset, freq) -> pd.Timedelta:
         return pd.Timedelta(days=offset.n)
     if isinstance(offset, pd.offsets.Tick):
         return pd.Timedelta(offset)
+    if isinstance(offset, pd.offsets.Week):
+        if offset.weekday is None:  # pd.offsets.Week(): exactly 7 days; 'W' is anchored to Sundays
+            return pd.Timedelta(weeks=offset.n)
+        raise ValueError(f"{freq!r} steps to the next {calendar.day_name[offset.weekday]} ({offset.rule_code}), "
+                         "not by a fixed 7 days")
     raise ValueError(f"{freq!r} is a calendar offset of varying length")
 
 
-def infer_freq(panel: Panel) -> float | int:
-    """The median over series of each series' median spacing; warns when series disagree."""
-    diffs = np.diff(panel.times)
+def _within(panel: Panel) -> tuple[np.ndarray, np.ndarray]:
+    """Spacings between consecutive observations of one series, and the series of each."""
     within = panel.codes[1:] == panel.codes[:-1]
-    if not within.any():
+    return np.diff(panel.times)[within], panel.codes[1:][within]
+
+
+def typical_spacing(panel: Panel) -> float | None:
+    """The median spacing within series (native units), None if no series has two observations."""
+    diffs, _ = _within(panel)
+    return float(np.median(diffs)) if len(diffs) else None
+
+
+def check_calendar(panel: Panel, explicit_freq: bool, time_ref: str) -> None:
+    """Refuse (warn, if ``freq=`` was given) datetimes spaced by calendar months, quarters or years.
+
+    A nominal step is a fixed duration, so it cannot follow months of 28-31 days: forecast dates
+    would drift off the month starts and at long horizons two months would share one horizon slot.
+    ``time_ref`` is how the user reaches the times (``df['ds'].dt`` or ``df.index``), for the fix.
+    """
+    if panel.time_kind != "datetime":
+        return
+    diffs, _ = _within(panel)
+    if not len(diffs):
+        return
+    slack = pd.Timedelta(hours=1).value  # a daylight-saving change within local-time data
+    median = np.median(diffs)
+    for unit, lo, hi, number, back, one in CALENDAR:
+        inside = diffs[(diffs >= lo * DAY - slack) & (diffs <= hi * DAY + slack)]
+        if not (lo * DAY - slack <= median <= hi * DAY + slack) or np.ptp(inside) < DAY / 2:
+            continue
+        problem = (f"the times look like calendar {unit} (spacings vary between {lo} and {hi} days), but a nominal "
+                   f"step is a fixed duration: it cannot follow calendar {unit}, so forecast dates would drift off "
+                   f"them and at long horizons two {unit} would share one horizon slot")
+        fix = (f"convert the times to {one} numbers and fit on a numeric time column, e.g. "
+               f"{number.format(t=time_ref)}, then map forecast numbers n back to dates with "
+               f"pd.to_datetime(pd.DataFrame({{{back}, 'day': 1}}))")
+        if explicit_freq:
+            warnings.warn(f"{problem}; to avoid it, {fix}", UserWarning, stacklevel=3)
+            return
+        raise ValueError(f"{problem}. To forecast by {one}, {fix}")
+
+
+def infer_freq(panel: Panel) -> float | int:
+    """The median over series of each series' median spacing; warns when series disagree, or when
+    many observations are closer than that step (thinned data: its median spacing is a multiple of
+    the real one, so a horizon of 6 would mean 12 real steps)."""
+    diffs, codes = _within(panel)
+    if not len(diffs):
         raise ValueError("cannot infer the nominal step: no series has two observations; pass freq=...")
-    per_series = pd.Series(diffs[within]).groupby(panel.codes[1:][within]).median().to_numpy()
+    per_series = pd.Series(diffs).groupby(codes).median().to_numpy()
     step = float(np.median(per_series))
     off = np.abs(per_series / step - 1) > 0.25
     if off.any():
@@ -73,12 +130,31 @@ def infer_freq(panel: Panel) -> float | int:
             f"series differ in their typical spacing ({int(off.sum())} of {len(per_series)} series are more than "
             f"25% away from the median); using {describe(step, panel.time_kind)} as the nominal step. Pass freq=... "
             "to choose it", UserWarning, stacklevel=3)
+    ratios, counts = np.unique(np.round(diffs / step, 6), return_counts=True)  # rounded: float times are noisy
+    common = ratios[counts >= COMMON * len(diffs)]
+    if len(common) and common[0] <= 2 / 3:
+        smaller = common[0] * step
+        warnings.warn(
+            f"the nominal step was inferred as {describe(step, panel.time_kind)} (the median spacing), but "
+            f"{counts[ratios == common[0]][0] / len(diffs):.0%} of the spacings are "
+            f"{describe(smaller, panel.time_kind)}: if rows are missing from data sampled every "
+            f"{describe(smaller, panel.time_kind)}, horizon and lookback count steps of "
+            f"{describe(step, panel.time_kind)} instead. Pass freq=... to choose the step", UserWarning, stacklevel=3)
     return int(round(step)) if panel.time_kind == "datetime" else step
 
 
 def describe(freq: float | int, time_kind: str) -> str:
     """A readable nominal step for messages: '0 days 01:00:00' or '0.5'."""
-    return str(pd.Timedelta(int(freq), unit="ns")) if time_kind == "datetime" else f"{freq:g}"
+    return str(pd.Timedelta(int(round(freq)), unit="ns")) if time_kind == "datetime" else f"{freq:g}"
+
+
+def spacing_hint(panel: Panel, freq: float | int) -> str:
+    """ "; the data's typical spacing ... is far from freq ..." when they differ fourfold or more, else ""."""
+    spacing = typical_spacing(panel)
+    if spacing is None or 0.25 < spacing / float(freq) < 4:
+        return ""
+    return (f"; note that the data's typical spacing ({describe(spacing, panel.time_kind)}) is far from freq "
+            f"({describe(freq, panel.time_kind)}): check freq=, or leave it None to infer the spacing")
 
 
 def to_steps(delta: np.ndarray, freq: float | int) -> np.ndarray:

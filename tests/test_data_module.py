@@ -5,10 +5,12 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from ts_continuum.data import ForecastDataModule, IrregularRegime, split_rows
+from ts_continuum.data import ForecastDataModule, IrregularRegime, load_dataset, split_rows
+from ts_continuum.data.datamodule import check_time_grid
 
 
 def test_ett_hour_protocol_window_counts():
@@ -124,11 +126,95 @@ def test_bad_options(kw, match, tiny_csv):
 
 def test_too_little_history_is_a_clear_error(tiny_csv):
     dm = ForecastDataModule(str(tiny_csv), lookback=60, horizon=50)  # val holds 40 + L rows
-    with pytest.raises(ValueError, match="too few for one window"):
+    with pytest.raises(ValueError, match=r"lookback 60 \+ horizon 50 = 110 rows .* but val holds 100 \(rows 220\.\.319\)"
+                       r"; with the 70/10/20 split these settings need a series of at least \d+ rows and it has 400"):
         dm.setup()
+
+
+def test_too_little_history_names_the_split_and_the_length_needed(tiny_csv, tmp_path):
+    """lookback 24 + horizon 6 need 51 rows: with 50, val gets 5 rows (+ 24 of lookback), one too few."""
+    df = pd.read_csv(tiny_csv)
+    df.head(51).to_csv(tmp_path / "ok.csv", index=False)
+    df.head(50).to_csv(tmp_path / "short.csv", index=False)
+    ForecastDataModule(str(tmp_path / "ok.csv"), lookback=24, horizon=6).setup()
+    with pytest.raises(ValueError, match=r"but val holds 29 \(rows 11\.\.39\); .*at least 51 rows and it has 50"):
+        ForecastDataModule(str(tmp_path / "short.csv"), lookback=24, horizon=6).setup()
 
 
 def test_unknown_columns_are_a_clear_error(tiny_csv):
     dm = ForecastDataModule(str(tiny_csv), columns=["a", "zz"])
     with pytest.raises(ValueError, match=r"columns \['zz'\] are not in"):
         dm.setup()
+
+
+def _with_times(tiny_csv, tmp_path, change) -> str:
+    df = pd.read_csv(tiny_csv, parse_dates=["date"])
+    path = tmp_path / "changed.csv"
+    change(df).to_csv(path, index=False)
+    return str(path)
+
+
+def _shuffle(df):
+    return df.sample(frac=1.0, random_state=0)
+
+
+def _gaps(df):
+    step = np.random.default_rng(0).integers(1, 25, len(df))  # 1 to 24 hours apart
+    return df.assign(date=pd.Timestamp("2021-01-01") + pd.to_timedelta(np.cumsum(step), unit="h"))
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (lambda df: pd.concat([df, df]).sort_values("date", kind="stable"),
+         r"400 rows repeat an earlier timestamp \(first: row 1 repeats 2021-01-01 00:00:00 of row 0.*drop_duplicates"),
+        (_shuffle, r"rows are not in time order: \d+ rows have an earlier timestamp .*sort_values"),
+        (lambda df: df.drop(index=[100, 101]),
+         r"not a regular grid: 1 of 397 spacings differ from the typical 01:00:00 \(first: 03:00:00 from row 99 to 100"),
+        (_gaps, r"not a regular grid: .* spacings range from 01:00:00 to 1 days 00:00:00\)\. ForecastDataModule assumes"
+                r" a regular grid.*ts_continuum\.forecasting\.Forecaster"),
+    ],
+    ids=["duplicates", "unsorted", "missing-rows", "irregular"],
+)
+def test_csv_timestamps_must_be_a_sorted_regular_grid(tiny_csv, tmp_path, change, match):
+    dm = ForecastDataModule(_with_times(tiny_csv, tmp_path, change), lookback=24, horizon=6)
+    with pytest.raises(ValueError, match=match):
+        dm.setup()
+
+
+@pytest.mark.parametrize("freq", ["MS", "B"])  # 28-31 days apart; weekends skipped
+def test_calendar_grids_count_as_regular(tiny_csv, tmp_path, freq):
+    dates = pd.date_range("2000-01-01", periods=400, freq=freq)
+    ForecastDataModule(_with_times(tiny_csv, tmp_path, lambda df: df.assign(date=dates)), lookback=24, horizon=6).setup()
+
+
+@pytest.mark.parametrize("name", ["ETTh1", "ETTh2", "ETTm1", "ETTm2"])
+def test_bundled_ett_files_are_regular_grids(name):
+    check_time_grid(load_dataset(name).index, name)
+
+
+def test_weather_loads_as_published_though_its_grid_has_two_glitches():
+    """The checks are for user CSVs; the bundled Weather file repeats one timestamp and skips 9 rows once."""
+    with pytest.raises(ValueError, match="1 rows repeat an earlier timestamp"):
+        check_time_grid(load_dataset("weather").index, "weather")
+    assert ForecastDataModule("weather").frame.shape == (52696, 21)
+
+
+def test_missing_values_name_the_columns_and_what_to_do(tiny_csv, tmp_path):
+    def holes(df):
+        df.loc[[5, 9], "b"] = np.nan
+        df.loc[300, "c"] = np.nan
+        return df
+
+    dm = ForecastDataModule(_with_times(tiny_csv, tmp_path, holes), lookback=24, horizon=6)
+    with pytest.raises(ValueError, match=r"column 'b' misses 2 of 400 \(first at row 5\); column 'c' misses 1 of 400 "
+                                         r"\(first at row 300\).*does not mask missing values.*fill them"):
+        dm.setup()
+
+
+def test_unknown_dataset_name_lists_the_bundled_ones():
+    with pytest.raises(FileNotFoundError) as err:
+        ForecastDataModule("ETTh3").setup()
+    assert str(err.value) == (
+        "'ETTh3' is neither a bundled dataset (ETTh1, ETTh2, ETTm1, ETTm2, weather) nor an existing file"
+    )

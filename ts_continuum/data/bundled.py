@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import ts_continuum
@@ -60,7 +63,10 @@ def load_dataset(name: str | Path, verify: bool = True) -> pd.DataFrame:
     """A benchmark dataset as a DataFrame with a DatetimeIndex and one numeric column per variable.
 
     ``name``: "ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather" (case-insensitive), or the path of a
-    CSV file whose first datetime-like column (or a column named ``date``/``ds``) is the time.
+    CSV file. The time column of a CSV is the one named like a time (``date``, ``ds``, ``time``,
+    ``timestamp``, ``datetime``, ``Date Time``, ... in any case) or else the first datetime-like
+    column (text that parses as datetimes; numbers are never taken as times). Rows are returned
+    in file order: sorting, duplicates and spacing are the caller's to check.
     Bundled files are checked against ``datasets/SHA256SUMS`` unless ``verify=False``.
     """
     key = bundled_name(name) if not isinstance(name, Path) else None
@@ -74,9 +80,64 @@ def load_dataset(name: str | Path, verify: bool = True) -> pd.DataFrame:
     else:
         path = Path(name)
         if not path.is_file():
-            known = ", ".join(["ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather"])
-            raise FileNotFoundError(f"{name!r} is neither a bundled dataset ({known}) nor an existing CSV file")
+            known = ", ".join(f.removesuffix(".csv.gz") for f in BUNDLED.values())
+            raise FileNotFoundError(f"'{name}' is neither a bundled dataset ({known}) nor an existing file")
     return _read_csv(path)
+
+
+# Column names taken as the time, compared lower-case without spaces, '_', '-' or '.'.
+TIME_NAMES = ("date", "dates", "ds", "time", "times", "timestamp", "timestamps", "datetime", "datetimes")
+
+
+def _is_time_name(column: object) -> bool:
+    key = str(column).strip().lower()
+    for sep in (" ", "_", "-", "."):
+        key = key.replace(sep, "")
+    return key in TIME_NAMES
+
+
+def _parses_as_datetimes(values: pd.Series) -> bool:
+    """True for a text column whose every non-empty value parses as a datetime (numbers never do)."""
+    if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pandas warns while it tries formats on non-date text
+        try:
+            return bool(pd.to_datetime(values.dropna()).notna().any())
+        except (ValueError, TypeError, OverflowError):
+            return False
+
+
+def _time_column(df: pd.DataFrame, path: Path) -> str:
+    """The time column: the one named like a time, else the first datetime-like text column."""
+    unnamed = [c for c in df.columns if re.fullmatch(r"Unnamed: \d+", str(c))]
+    if unnamed:
+        raise ValueError(
+            f"{path}: column {unnamed[0]!r} has no name in the header; it is usually the index that "
+            "DataFrame.to_csv() writes. Save the file with to_csv(..., index=False), or drop the column "
+            f"(df.drop(columns={unnamed[0]!r})); if it holds the timestamps, give it a name such as 'date'"
+        )
+    named = [c for c in df.columns if _is_time_name(c)]
+    if len(named) > 1:
+        raise ValueError(
+            f"{path}: columns {named} all look like time columns; keep one column of full timestamps "
+            "(combine a date and a time of day with pd.to_datetime(df[date] + ' ' + df[time]))"
+        )
+    if named:
+        if pd.api.types.is_numeric_dtype(df[named[0]]):
+            raise ValueError(
+                f"{path}: time column {named[0]!r} holds numbers, not datetimes; write timestamps such as "
+                "2020-01-31 13:00 (numbers would be read as nanoseconds since 1970)"
+            )
+        return named[0]
+    for c in df.columns:
+        if _parses_as_datetimes(df[c]):
+            return c
+    raise ValueError(
+        f"{path} has no time column: no column is named like a time ({', '.join(TIME_NAMES)}; any case) and no "
+        f"column holds datetime text (columns: {list(df.columns)}). Add a column of timestamps, e.g. 'date' "
+        "with values such as 2020-01-31 13:00, one per row"
+    )
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -87,11 +148,20 @@ def _read_csv(path: Path) -> pd.DataFrame:
             df = pd.read_csv(path, encoding="latin-1")
     except Exception as exc:  # gzip or parser failure: say which file
         raise ValueError(f"could not read {path} as CSV: {exc}") from exc
-    time_col = next((c for c in df.columns if str(c).lower() in ("date", "ds", "time", "timestamp")), df.columns[0])
+    time_col = _time_column(df, path)
     try:
         index = pd.DatetimeIndex(pd.to_datetime(df[time_col]), name="date")
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{path}: could not parse column {time_col!r} as timestamps ({exc})") from exc
+        raise ValueError(
+            f"{path}: could not parse column {time_col!r} as timestamps ({exc}); write them in one format, "
+            "preferably ISO 8601 (2020-01-31 13:00)"
+        ) from exc
+    if index.hasnans:
+        rows = np.flatnonzero(index.isna())
+        raise ValueError(
+            f"{path}: time column {time_col!r} is empty in {len(rows)} rows (first at row {rows[0]}, counting "
+            "data rows from 0); every row needs a timestamp: fill them in or drop those rows"
+        )
     values = df.drop(columns=[time_col])
     non_numeric = [c for c in values.columns if not pd.api.types.is_numeric_dtype(values[c])]
     if non_numeric:

@@ -13,7 +13,55 @@ from sklearn.preprocessing import StandardScaler
 from torch.utils.data import DataLoader
 
 from .bundled import bundled_name, load_dataset
-from .windows import IrregularRegime, WindowDataset, split_rows
+from .windows import IrregularRegime, WindowDataset, min_rows, split_rows
+
+
+def _span(delta: pd.Timedelta) -> str:
+    return str(delta).removeprefix("0 days ")
+
+
+def check_time_grid(index: pd.DatetimeIndex, source: str) -> None:
+    """Refuse duplicate, unsorted or irregularly spaced timestamps.
+
+    Windows are runs of rows and their times count rows, so the rows must be a regular grid; a
+    calendar grid (months, business days) counts as regular.
+    """
+    repeated = np.flatnonzero(index.duplicated())
+    if repeated.size:
+        first = index[repeated[0]]
+        origin = int(np.flatnonzero(index == first)[0])
+        raise ValueError(
+            f"{source}: {repeated.size} rows repeat an earlier timestamp (first: row {repeated[0]} repeats {first} "
+            f"of row {origin}; rows counted from 0). Keep one row per timestamp: drop the copies "
+            "(df.drop_duplicates(subset=time_column)) or average them (df.groupby(time_column).mean())"
+        )
+    gaps = pd.Series(index[1:] - index[:-1])
+    back = np.flatnonzero(gaps < pd.Timedelta(0))
+    if back.size:
+        raise ValueError(
+            f"{source}: rows are not in time order: {back.size} rows have an earlier timestamp than the row before "
+            f"(first: row {back[0] + 1}, {index[back[0] + 1]} after {index[back[0]]}). Sort the file by time "
+            "first: df.sort_values(time_column).to_csv(path, index=False)"
+        )
+    if len(gaps) < 2:
+        return
+    typical = gaps.median()
+    off = np.flatnonzero(gaps != typical)
+    if off.size == 0:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pandas 3 announces a change of infer_freq's return type
+        if pd.infer_freq(index) is not None:
+            return
+    i = off[0]
+    raise ValueError(
+        f"{source}: the timestamps are not a regular grid: {off.size} of {len(gaps)} spacings differ from the "
+        f"typical {_span(typical)} (first: {_span(gaps[i])} from row {i} to {i + 1}, {index[i]} to {index[i + 1]}; "
+        f"spacings range from {_span(gaps.min())} to {_span(gaps.max())}). ForecastDataModule assumes a regular "
+        "grid, as in the bundled benchmarks: windows are runs of rows and x_time counts rows, so these gaps "
+        "would be ignored. For irregular timestamps use ts_continuum.forecasting.Forecaster (docs/forecaster.md), "
+        "which keeps the real times; or resample the file to a regular grid and fill the gaps"
+    )
 
 
 class ForecastDataModule(L.LightningDataModule):
@@ -21,7 +69,9 @@ class ForecastDataModule(L.LightningDataModule):
 
     Args:
         dataset: "ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather" (the published splits) or a CSV
-            path (70/10/20 by time; a path named like a bundled dataset gets a warning).
+            path (70/10/20 by time; a path named like a bundled dataset gets a warning). A CSV
+            must be a regular time grid: duplicate, unsorted or irregularly spaced timestamps are
+            refused (irregular data: ``ts_continuum.forecasting.Forecaster``).
         lookback, horizon: input and forecast lengths L and H (rows).
         batch_size: training batch size; ``eval_batch_size`` for val/test (default: the same).
         columns: the variables to use (default: every column but the time, which must all be
@@ -63,14 +113,28 @@ class ForecastDataModule(L.LightningDataModule):
 
     @cached_property
     def frame(self) -> pd.DataFrame:
-        df = load_dataset(self.dataset if bundled_name(self.dataset) else Path(self.dataset))
+        """The table, checked: a regular time grid (user CSVs), the chosen columns, no missing values."""
+        name = bundled_name(self.dataset)
+        df = load_dataset(self.dataset if name else Path(self.dataset))
+        if name is None:  # bundled files are used row by row as published (Weather repeats one timestamp
+            check_time_grid(df.index, self.dataset)  # and skips 9 rows once; the ETT files pass)
         if self.columns is not None:
             missing = [c for c in self.columns if c not in df.columns]
             if missing:
                 raise ValueError(f"columns {missing} are not in {self.dataset}; available: {list(df.columns)}")
             df = df[self.columns]
-        if df.isna().any().any():
-            raise ValueError(f"{self.dataset} has missing values; the protocol needs a complete table")
+        counts = df.isna().sum()
+        if counts.any():
+            detail = "; ".join(
+                f"column {c!r} misses {n} of {len(df)} (first at row {int(np.flatnonzero(df[c].isna().to_numpy())[0])})"
+                for c, n in counts[counts > 0].items()
+            )
+            raise ValueError(
+                f"{self.dataset} has missing values: {detail}; rows counted from 0. The data "
+                "module does not mask missing values (only the irregular regime removes inputs, and it masks "
+                "them): fill them first, e.g. df.interpolate(limit_direction='both') or df.ffill(), or leave "
+                "those columns out with columns=[...]; dropping the rows would leave gaps in the time grid"
+            )
         return df
 
     @property
@@ -89,7 +153,23 @@ class ForecastDataModule(L.LightningDataModule):
             warnings.warn(f"{self.dataset} is a file, so it gets the 70/10/20 split of any other series, not the "
                           f"published {lookalike} split; pass dataset={lookalike!r} for the bundled copy and the "
                           "standard split, whose results compare with published ones", UserWarning, stacklevel=2)
-        return split_rows(name, len(self.frame), self.lookback)
+        rows = split_rows(name, len(self.frame), self.lookback)
+        need = self.lookback + self.horizon
+        short = [f"{split} holds {end - start} (rows {start}..{end - 1})"
+                 for split, (start, end) in rows.items() if end - start < need]
+        if short:
+            if name is not None and name.startswith("ett"):
+                fix = f"the published {name} borders are fixed, so use a shorter lookback/horizon"
+            else:
+                fix = (f"with the 70/10/20 split these settings need a series of at least "
+                       f"{min_rows(self.lookback, self.horizon)} rows and it has {len(self.frame)}: use a longer "
+                       "series or a shorter lookback/horizon")
+            raise ValueError(
+                f"{self.dataset}: too little history: each split needs lookback {self.lookback} + horizon "
+                f"{self.horizon} = {need} rows for one window (val and test include the lookback rows before "
+                f"them), but {'; '.join(short)}; {fix}"
+            )
+        return rows
 
     @cached_property
     def scaler(self) -> StandardScaler:

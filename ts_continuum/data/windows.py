@@ -15,6 +15,7 @@ sensor. Targets stay the full regular future, so every regime is scored on ident
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,20 @@ def split_rows(name: str | None, n_rows: int, lookback: int) -> dict[str, tuple[
         "val": (n_train - lookback, n_train + n_val),
         "test": (n_rows - n_test - lookback, n_rows),
     }
+
+
+def min_rows(lookback: int, horizon: int) -> int:
+    """Fewest rows from which on each split of the 70/10/20 protocol holds at least one window."""
+    need = lookback + horizon
+
+    def fits(n: int) -> bool:
+        return all(end - start >= need for start, end in split_rows(None, n, lookback).values())
+
+    # From here on every split fits (0.7 n >= L + H, 0.2 n and 0.1 n >= H; + 10 for rounding) ...
+    n = max(math.ceil(need / 0.7), 10 * horizon) + 10
+    while n > need and fits(n - 1):  # ... and going down, the last length before one does not
+        n -= 1
+    return n
 
 
 @dataclass(frozen=True)

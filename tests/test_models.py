@@ -160,6 +160,8 @@ def test_attention_switch_changes_and_restores(cls):
         (dict(sink="first"), "sink must be one of"),
         (dict(lookback=0), "lookback must be a positive integer"),
         (dict(n_heads=3), "divisible by n_heads"),
+        (dict(d_model=6, n_heads=2, pos_encoding="rope"), "rotary positions .* need an even head dimension"),
+        (dict(dropout=1.0), r"dropout must lie in \[0, 1\)"),
     ],
 )
 @pytest.mark.parametrize("cls", MODELS)
@@ -332,3 +334,18 @@ def test_interpolate_to_grid_is_linear_in_time_and_nearest_outside():
         for j in range(d):
             want = np.interp(grid.numpy(), times[i, :n].numpy(), z[i, :n, j].numpy())  # numpy clamps to the ends
             np.testing.assert_allclose(got[i, :, j].numpy(), want, atol=1e-12)
+
+
+def test_patchtst_lookback_shorter_than_a_patch_is_refused():
+    with pytest.raises(ValueError, match=r"lookback \(4\) must be at least patch_len \(8\)"):
+        PatchTST(**{**SMALL[PatchTST], "lookback": 4})
+
+
+@pytest.mark.parametrize("cls,match", [(PatchTST, "every channel needs at least one observed value"),
+                                       (EncoderTransformer, "every window needs at least one observed time step")])
+def test_a_window_with_nothing_observed_is_a_clear_error(cls, match):
+    m = make(cls)
+    x, mask, t = irregular_batch(cls)
+    mask[1] = False  # PatchTST: every channel of window 1 empty; the encoder: every step of it
+    with pytest.raises(ValueError, match=match):
+        m(x, mask, t)

@@ -54,6 +54,12 @@ def call(**overrides):
         (dict(causal=None), "causal must be True or False"),
         (dict(times=torch.arange(5.0) + 0j), "times must be real numbers"),
         (dict(sink="learned", sink_k=torch.zeros(2, 4), sink_v=torch.zeros(2, 3)), r"sink_v must have shape \(H, Dv\)"),
+        (dict(q=torch.zeros(2, 2, 0, 4), k=torch.zeros(2, 2, 0, 4), v=torch.zeros(2, 2, 0, 4)), "must be non-empty"),
+        (dict(sink="learned", sink_k=torch.zeros(2, 4, dtype=torch.long), sink_v=torch.zeros(2, 4)),
+         "sink_k must be floating point"),
+        (dict(sink="learned", sink_k=torch.zeros(2, 4), sink_v=torch.zeros(2, 4, device="meta")),
+         "sink_v must be on the device of q"),
+        (dict(lengths=torch.tensor([5, 2], device="meta")), "lengths must be on the device of q"),
     ],
 )
 def test_bad_arguments_raise_value_error(overrides, match):

@@ -66,6 +66,9 @@ class MultiHeadAttention(nn.Module):
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        if rope and self.head_dim % 2:  # fail at construction, not at the first forward pass
+            raise ValueError(f"rotary positions (pos_encoding='rope') need an even head dimension, got d_model "
+                             f"{d_model} / n_heads {n_heads} = {self.head_dim}; change d_model or n_heads")
         self.attention = check_option("attention", attention, ATTENTIONS)
         self.sink = check_option("sink", sink, SINKS)
         self.rope, self.backend = rope, backend

@@ -87,7 +87,9 @@ def test_irregular_path_on_complete_data_equals_the_regular_path(cls, attention,
 
 
 @pytest.mark.parametrize("attention", ["softmax", "continuous"])
-def test_rope_attention_sees_only_time_differences(attention):
+def test_rope_attention_ignores_a_common_shift_and_sees_gaps(attention):
+    """The shift part holds by construction (the layer counts times from the first token); that
+    the rotation itself depends only on differences is test_rope_scores_depend_only_on_time_differences_far_from_zero."""
     torch.manual_seed(0)
     layer = MultiHeadAttention(16, 2, attention=attention, rope=True, backend="torch")
     x = torch.randn(3, 9, 16)

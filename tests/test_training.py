@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import lightning as L
 import pytest
@@ -14,6 +15,7 @@ import torch
 from ts_continuum.data import ForecastDataModule
 from ts_continuum.models import EncoderTransformer, PatchTST
 from ts_continuum.training import ForecastingModule
+from ts_continuum.training.module import LOSSES, Loss
 from ts_continuum.training.cli import ForecastCLI
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,10 +117,21 @@ def test_type3_schedule_matches_patchtst():
     assert lrs == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("kw,match", [(dict(loss="l3"), "loss must be one of"), (dict(lr_schedule="step"), "lr_schedule")])
+@pytest.mark.parametrize("kw,match", [
+    (dict(loss="l3"), "loss must be one of"), (dict(lr_schedule="step"), "lr_schedule"),
+    (dict(pct_start=0.4), "pct_start=0.4 has no effect with lr_schedule='type3'"),
+    (dict(pct_start=0.4, lr_schedule="cosine"), "only 'onecycle' warms up"),
+    (dict(pct_start=1.5, lr_schedule="onecycle"), "pct_start must be a fraction"),
+])
 def test_bad_training_options(kw, match):
     with pytest.raises(ValueError, match=match):
         ForecastingModule(tiny_patchtst(), **kw)
+
+
+def test_pct_start_is_taken_by_onecycle_and_the_choices_match_the_implementations():
+    module = ForecastingModule(tiny_patchtst(), lr_schedule="onecycle", pct_start=0.4)
+    assert module.hparams.pct_start == 0.4
+    assert set(get_args(Loss)) == set(LOSSES)  # the CLI's choices are the losses that exist
 
 
 CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))

@@ -72,15 +72,22 @@ class ForecastDataModule(L.LightningDataModule):
             path (70/10/20 by time; a path named like a bundled dataset gets a warning). A CSV
             must be a regular time grid: duplicate, unsorted or irregularly spaced timestamps are
             refused (irregular data: ``ts_continuum.forecasting.Forecaster``).
-        lookback, horizon: input and forecast lengths L and H (rows).
-        batch_size: training batch size; ``eval_batch_size`` for val/test (default: the same).
+        lookback: input length L (rows); also the model's lookback.
+        horizon: forecast length H (rows); also the model's horizon.
+        batch_size: training batch size.
+        eval_batch_size: validation/test/predict batch size (default: ``batch_size``).
         columns: the variables to use (default: every column but the time, which must all be
             numeric).
-        drop, drop_mode, jitter, regime_seed: the irregular regime (see ``IrregularRegime``);
-            ``drop=0, jitter=0`` is the regular benchmark.
+        drop: fraction of input observations removed, in [0, 1) (the irregular regime, see
+            ``IrregularRegime``; ``drop=0, jitter=0`` is the regular benchmark).
+        drop_mode: "channel" (each channel's observations removed independently) or "step"
+            (whole time steps removed).
+        jitter: largest timestamp shift, in [0, 0.5) nominal steps (uniform, per row).
+        regime_seed: seed of the removal pattern and the jitter (fixed per series).
         interpolate: fill dropped inputs by linear interpolation inside each window (the
             conventional baseline for irregular data).
         shuffle_train: shuffle training windows (turn off for exact run-to-run comparisons).
+        num_workers: DataLoader worker processes (0: load in the main process).
     """
 
     def __init__(

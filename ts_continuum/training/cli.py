@@ -4,36 +4,275 @@
     ts-continuum test --config configs/patchtst/ETTh1.yaml --ckpt_path path/to/best.ckpt
 
 The data module's lookback, horizon and channel count are linked into the model, so a config
-names them once.
+names them once (a different value given for the model is refused, not overwritten). Each run
+writes into its own folder and refuses one that holds an earlier run's files; ``validate``,
+``test`` and ``predict`` need ``--ckpt_path``; ``predict`` writes ``predictions.csv``.
 """
 
 from __future__ import annotations
 
-from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.cli import LightningCLI
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from jsonargparse import Namespace
+try:  # private in jsonargparse (4.27 to 4.53 at least): parse without links, see parse_arguments
+    from jsonargparse._link_arguments import skip_apply_links
+except ImportError:  # moved in a later version: the linked-argument check is skipped, nothing else changes
+    skip_apply_links = None
+from lightning.fabric.utilities.cloud_io import get_filesystem
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
+from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from ..data import ForecastDataModule
 from .module import ForecastingModule
 
+LINKED = ("lookback", "horizon", "n_channels")  # data module attribute -> model argument
+PREDICTIONS = "predictions"  # predictions.csv, or predictions-rank<N>.csv from several processes
+INDEX_COLUMNS = ("window", "origin", "time", "step")
+# what a run leaves in its folder; CSVLogger deletes an existing metrics.csv as soon as it starts
+RUN_FILES = ("config.yaml", "hparams.yaml", "metrics.csv", "checkpoints")
+
+
+class CLIError(ValueError):
+    """A command line or config the CLI refuses; ``main`` prints it without a traceback."""
+
+
+class PredictionWriter(BasePredictionWriter):
+    """Writes ``predict``'s forecasts to ``predictions.csv`` in the run folder, in the data's units.
+
+    One row per window and forecast step: ``window`` (index among the predicted windows),
+    ``origin`` (time of the window's last input), ``time`` (of the forecast step), ``step`` (1..H)
+    and one column per channel. With several processes, each writes ``predictions-rank<N>.csv``.
+    An existing file is never overwritten.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(write_interval="batch")
+        self.path: Path | None = None
+        self._file = None
+        self._header = True
+
+    def on_predict_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        clash = sorted(set(trainer.datamodule.channel_names) & set(INDEX_COLUMNS))
+        if clash:
+            raise CLIError(f"channels named {clash} clash with the index columns of predictions.csv "
+                           f"{list(INDEX_COLUMNS)}: rename them in the data")
+        suffix = f"-rank{trainer.global_rank}" if trainer.world_size > 1 else ""
+        self.path = Path(trainer.log_dir) / f"{PREDICTIONS}{suffix}.csv"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._file = open(self.path, "x", newline="")  # "x": fail rather than overwrite
+        except FileExistsError:
+            raise CLIError(f"{self.path} exists; predict writes a new file and overwrites none: choose another "
+                           "run folder or delete the file") from None
+        self._header = True
+
+    def write_on_batch_end(self, trainer: Trainer, pl_module: LightningModule, prediction: torch.Tensor,
+                           batch_indices: list[int] | None, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+        dm = trainer.datamodule
+        loaders = trainer.predict_dataloaders
+        windows = (loaders[dataloader_idx] if isinstance(loaders, (list, tuple)) else loaders).dataset
+        pred = prediction.detach().float().cpu().numpy()
+        n, horizon, channels = pred.shape
+        values = dm.scaler.inverse_transform(pred.reshape(-1, channels))  # the model works in scaled units
+        if not batch_indices:  # Lightning records them for its own DataLoaders
+            raise RuntimeError("predict did not report which windows a batch holds; cannot label predictions")
+        index = np.asarray(batch_indices)
+        origin = windows.start + index + windows.lookback - 1  # row of each window's last input
+        rows = (origin[:, None] + np.arange(1, horizon + 1)).reshape(-1)
+        times = dm.frame.index
+        frame = pd.DataFrame({
+            "window": np.repeat(index, horizon),
+            "origin": np.repeat(times[origin], horizon),
+            "time": times[rows],
+            "step": np.tile(np.arange(1, horizon + 1), n),
+        })
+        frame[dm.channel_names] = values
+        frame.to_csv(self._file, header=self._header, index=False)
+        self._header = False
+
+    def on_predict_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._file.close()
+        self._file = None
+        rank_zero_info(f"Predictions (original units) written to {self.path}")
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
 
 class ForecastCLI(LightningCLI):
-    def add_arguments_to_parser(self, parser) -> None:
+    """LightningCLI for ``ForecastingModule`` + ``ForecastDataModule``.
+
+    Optimiser and schedule come from the module's own options (``--model.lr``, ``lr_schedule``,
+    ...): Lightning's ``--optimizer``/``--lr_scheduler`` would silently replace them, so they are
+    not offered.
+    """
+
+    def __init__(self, model_class: type[LightningModule] = ForecastingModule,
+                 datamodule_class: type[ForecastDataModule] = ForecastDataModule, **kwargs: Any) -> None:
+        self._model_given: dict[str, Any] = {}
+        self._resumed_best: tuple[str, torch.Tensor] | None = None
+        super().__init__(model_class, datamodule_class, auto_configure_optimizers=False, **kwargs)
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.lookback", "model.model.init_args.lookback")
         parser.link_arguments("data.horizon", "model.model.init_args.horizon")
         parser.link_arguments("data.n_channels", "model.model.init_args.n_channels", apply_on="instantiate")
         parser.add_argument("--test_after_fit", type=bool, default=False,
-                            help="after fit, test the best checkpoint and print test MSE/MAE")
+                            help="after fit, test the best checkpoint (also that of a resumed run) and print "
+                                 "test MSE/MAE")
+
+    # --- checks before anything runs ------------------------------------------------------
+    def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
+        """Also records the model arguments the user set that links would overwrite silently."""
+        super().parse_arguments(parser, args)  # first: --help / --print_config exit here as usual
+        if skip_apply_links is None:
+            rank_zero_warn("this jsonargparse version hides skip_apply_links: model lookback/horizon/n_channels "
+                           "given by hand are not checked against the data's (the data's values are used)")
+            return
+        with skip_apply_links():  # defaults=False: only what the command line and configs set
+            if isinstance(args, (dict, Namespace)):
+                given = parser.parse_object(args, defaults=False)
+            else:
+                given = parser.parse_args(args, defaults=False)
+        subcommand = self.config.get("subcommand")
+        given = given.get(subcommand) if subcommand else given
+        self._model_given = {k: given.get(f"model.model.init_args.{k}") for k in LINKED} if given else {}
+
+    def before_instantiate_classes(self) -> None:
+        data = self._get(self.config, "data")
+        for name in ("lookback", "horizon"):
+            self._check_linked(name, data[name])
+        if self.subcommand is not None:
+            self._check_ckpt_path()
+
+    def after_instantiate_classes(self) -> None:
+        self._check_linked("n_channels", self.datamodule.n_channels)
+        if self.subcommand is not None:
+            self._check_run_folder()
+
+    def _check_linked(self, name: str, data_value: int) -> None:
+        value = self._model_given.get(name)
+        if value is None or value == data_value:
+            return
+        if name == "n_channels":
+            how = "the channel count is that of the data's columns (choose them with --data.columns)"
+        else:
+            how = f"set it under data instead (--data.{name} {value}, or data: {name}: in the YAML)"
+        raise CLIError(f"the model's {name} ({value}) differs from the data's ({data_value}): the data module's "
+                       f"{name} is passed to the model, so remove model.model.init_args.{name}; {how}")
+
+    def _check_ckpt_path(self) -> None:
+        """Evaluating without weights would score a freshly initialised model; "best" and "last" refer
+        to checkpoints of this run's own, new folder, so they would find nothing."""
+        ckpt_path = self.config[self.subcommand].get("ckpt_path")
+        example = "runs/<name>/version_<N>/checkpoints/best-....ckpt (or last.ckpt)"
+        if ckpt_path is None:
+            if self.subcommand != "fit":
+                raise CLIError(f"{self.subcommand} needs --ckpt_path, the checkpoint to evaluate (written by fit), "
+                               f"e.g. {example}; without one it would score an untrained model")
+            return
+        if ckpt_path in ("best", "last"):
+            raise CLIError(f"--ckpt_path {ckpt_path} is not supported: every run writes into a new folder, where "
+                           f"there is no {ckpt_path} checkpoint yet; pass the checkpoint file, e.g. {example}")
+        special = ckpt_path == "hpc" or str(ckpt_path).startswith("registry") or "://" in str(ckpt_path)
+        if not special and not Path(ckpt_path).is_file():
+            raise CLIError(f"--ckpt_path {ckpt_path}: no such file")
+
+    def _check_run_folder(self) -> None:
+        """Stops before the trainer touches the run folder if an earlier run left its files there."""
+        folder = self.trainer.log_dir
+        if folder is None:
+            return
+        fs = get_filesystem(folder)
+        if not fs.isdir(folder):
+            return
+        names = {Path(str(p)).name for p in fs.ls(folder, detail=False)}
+        found = [n for n in RUN_FILES if n in names and not (n == "checkpoints" and not fs.ls(f"{folder}/{n}"))]
+        found += sorted(n for n in names if n.startswith(PREDICTIONS) and n.endswith(".csv"))
+        if not found:
+            return
+        logger = self.trainer.logger
+        if isinstance(logger, (CSVLogger, TensorBoardLogger)):
+            how = ("leave --trainer.logger.init_args.version unset (each run then gets the next free version_<N> "
+                   "folder) or give another version or --trainer.logger.init_args.name")
+        elif logger is None:
+            how = ("without a logger the run writes straight into --trainer.default_root_dir: give it a new "
+                   "folder, or use a logger (the configs' CSVLogger gives each run its own version_<N> folder)")
+        else:
+            how = "point the logger to another folder"
+        raise CLIError(f"{folder} holds an earlier run's files ({', '.join(found)}), which this run would overwrite "
+                       f"or delete; nothing was changed. To run, {how}; or delete those files if their results are "
+                       "not needed")
+
+    # --- running ----------------------------------------------------------------------------
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        trainer = super().instantiate_trainer(**kwargs)
+        if self.subcommand == "predict":
+            trainer.callbacks.append(PredictionWriter())
+        return trainer
+
+    def before_fit(self) -> None:
+        """Reads the resumed run's best checkpoint now: Lightning forgets its score when the resumed
+        run logs into a new folder, and the after-fit test must not test a worse one."""
+        ckpt_path = self.config["fit"].get("ckpt_path")
+        ckpt = self.trainer.checkpoint_callback
+        if not (ckpt_path and self.config["fit"].get("test_after_fit") and isinstance(ckpt, ModelCheckpoint)):
+            return
+        try:
+            state = torch.load(ckpt_path, map_location="cpu", weights_only=True).get("callbacks", {}).get(ckpt.state_key)
+        except Exception as exc:  # an unreadable or foreign checkpoint: Lightning's own resume says more
+            rank_zero_warn(f"could not read the resumed run's best score from {ckpt_path} ({exc}); the after-fit "
+                           "test chooses among this run's checkpoints only")
+            return
+        if not state or state.get("best_model_score") is None or not state.get("best_model_path"):
+            return
+        path = state["best_model_path"]
+        if not Path(path).is_file() and Path(path).name == Path(ckpt_path).name:
+            path = ckpt_path  # the resumed checkpoint is that best one, moved
+        if Path(path).is_file():
+            self._resumed_best = (path, state["best_model_score"])
+        else:
+            rank_zero_warn(f"the resumed run's best checkpoint {path} no longer exists; the after-fit test can "
+                           "only choose among this run's checkpoints")
 
     def after_fit(self) -> None:
-        if not self.config[self.subcommand].get("test_after_fit"):
+        if not self.config["fit"].get("test_after_fit"):
             return
         ckpt = self.trainer.checkpoint_callback
-        best = ckpt.best_model_path if isinstance(ckpt, ModelCheckpoint) and ckpt.best_model_path else None
-        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=best)
+        path = ckpt.best_model_path if isinstance(ckpt, ModelCheckpoint) else ""
+        score = ckpt.best_model_score if path else None  # None: no best of this run (a resumed path has none)
+        which = ("the checkpoint ModelCheckpoint reports as best" if score is None
+                 else f"this run's best checkpoint ({ckpt.monitor} {float(score):.4f})")
+        if self._resumed_best is not None:
+            old_path, old_score = self._resumed_best
+            better = torch.lt if ckpt.mode == "min" else torch.gt
+            if score is None or bool(better(old_score, score)):
+                which = (f"the best checkpoint of the resumed run ({ckpt.monitor} {float(old_score):.4f}), "
+                         + ("as this run saved none" if score is None else f"better than this run's {float(score):.4f}"))
+                path = old_path
+        if not path:
+            rank_zero_info("Testing the final weights (no best checkpoint was saved)")
+            self.trainer.test(self.model, datamodule=self.datamodule)
+            return
+        rank_zero_info(f"Testing {path}: {which}")
+        self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=path)
 
 
-def main(args=None) -> None:
-    ForecastCLI(ForecastingModule, ForecastDataModule, args=args, save_config_kwargs={"overwrite": False})
+def main(args: ArgsType = None) -> None:
+    try:
+        ForecastCLI(args=args)
+    except CLIError as error:
+        sys.exit(f"ts-continuum: error: {error}")
 
 
 if __name__ == "__main__":

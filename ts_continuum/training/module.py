@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+from typing import Literal, get_args
 
 import lightning as L
 import torch
@@ -19,27 +20,35 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError
 
+# Literal annotations: the CLI lists the choices in --help and refuses others when parsing
+Loss = Literal["mse", "mae", "huber"]
+Schedule = Literal["type3", "onecycle", "constant", "cosine"]
 LOSSES = {"mse": F.mse_loss, "mae": F.l1_loss, "huber": F.smooth_l1_loss}
-SCHEDULES = ("type3", "onecycle", "constant", "cosine")
+SCHEDULES = get_args(Schedule)
+DEFAULT_PCT_START = 0.3
 
 
 class ForecastingModule(L.LightningModule):
-    """Args:
-    model: the forecaster (e.g. ``PatchTST``); in YAML a ``class_path`` + ``init_args``.
-    loss: "mse", "mae" or "huber" (training loss; MSE and MAE are always reported).
-    lr: Adam learning rate.
-    lr_schedule: "type3" (PatchTST: constant for 4 epochs then x0.9 per epoch), "onecycle"
-        (PatchTST's "TST": one-cycle per step with ``pct_start``), "cosine" or "constant".
-    weight_decay: Adam weight decay.
+    """Trains and scores a forecaster: loss, MSE/MAE metrics, Adam and a learning-rate schedule.
+
+    Args:
+        model: the forecaster (e.g. ``PatchTST``); in YAML a ``class_path`` + ``init_args``.
+        loss: training loss (MSE and MAE are always reported).
+        lr: Adam learning rate (the peak rate for "onecycle").
+        lr_schedule: "type3" (PatchTST: constant for 4 epochs, then x0.9 per epoch), "onecycle"
+            (PatchTST's "TST": one cycle over all steps), "cosine" (decay to 0 over all steps) or
+            "constant".
+        pct_start: fraction of the steps in which "onecycle" warms up; only "onecycle" uses it.
+        weight_decay: Adam weight decay.
     """
 
     def __init__(
         self,
         model: nn.Module,
-        loss: str = "mse",
+        loss: Loss = "mse",
         lr: float = 1e-4,
-        lr_schedule: str = "type3",
-        pct_start: float = 0.3,
+        lr_schedule: Schedule = "type3",
+        pct_start: float = DEFAULT_PCT_START,
         weight_decay: float = 0.0,
     ):
         super().__init__()
@@ -47,6 +56,12 @@ class ForecastingModule(L.LightningModule):
             raise ValueError(f"loss must be one of {list(LOSSES)}, got {loss!r}")
         if lr_schedule not in SCHEDULES:
             raise ValueError(f"lr_schedule must be one of {list(SCHEDULES)}, got {lr_schedule!r}")
+        if not 0.0 < pct_start < 1.0:
+            raise ValueError(f"pct_start must be a fraction in (0, 1), got {pct_start!r}")
+        if pct_start != DEFAULT_PCT_START and lr_schedule != "onecycle":
+            # a silently unused setting would misreport the recipe that was run
+            raise ValueError(f"pct_start={pct_start} has no effect with lr_schedule={lr_schedule!r}: only "
+                             "'onecycle' warms up; remove pct_start or set lr_schedule to 'onecycle'")
         self.model = model
         self.save_hyperparameters(ignore=["model"])
         self.loss_fn = LOSSES[loss]

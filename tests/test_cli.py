@@ -1,0 +1,246 @@
+"""The ``ts-continuum`` CLI: run folders, resuming, linked arguments, checkpoints, options, help
+and the prediction file. Tiny runs: PatchTST with d_model 8, one layer, two batches per split."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from torch.utils.data import default_collate
+
+from ts_continuum.data import ForecastDataModule
+from ts_continuum.training import ForecastingModule
+from ts_continuum.training.cli import ForecastCLI, main
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
+
+
+@pytest.fixture
+def config(tiny_csv, tmp_path, monkeypatch) -> Path:
+    """A tiny fit config whose CSVLogger writes under ``tmp_path/runs/tiny``."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["ts-continuum"])
+    cfg = {
+        "seed_everything": 0,
+        "trainer": {
+            "accelerator": "cpu", "max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 2,
+            "limit_test_batches": 2, "enable_progress_bar": False, "enable_model_summary": False,
+            "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
+                       "init_args": {"save_dir": str(tmp_path / "runs"), "name": "tiny"}},
+            "callbacks": [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                           "init_args": {"monitor": "val_mse", "mode": "min", "save_top_k": 1, "save_last": True,
+                                         "filename": "best-{epoch}-{val_mse:.4f}"}}],
+        },
+        "model": {"model": {"class_path": "ts_continuum.models.PatchTST",
+                            "init_args": {"patch_len": 8, "stride": 4, "d_model": 8, "n_heads": 2, "n_layers": 1,
+                                          "d_ff": 16, "attention_backend": "torch"}},
+                  "lr": 0.001},
+        "data": {"dataset": str(tiny_csv), "lookback": 24, "horizon": 6, "batch_size": 16},
+    }
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def refused(*args: str) -> str:
+    """The message ``ts-continuum`` exits with (no traceback)."""
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    assert info.value.code not in (0, None)
+    return str(info.value.code)
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def fit(config: Path, *args: str) -> ForecastCLI:
+    return ForecastCLI(ForecastingModule, ForecastDataModule, args=["fit", "--config", str(config), *args])
+
+
+# --- 1. an earlier run's folder is never reused ------------------------------------------------
+def test_a_rerun_into_an_earlier_runs_version_folder_stops_before_touching_it(config, tmp_path):
+    fit(config, "--trainer.logger.init_args.version", "0")
+    folder = tmp_path / "runs" / "tiny" / "version_0"
+    before = files(folder)
+    assert {"metrics.csv", "config.yaml"} <= set(before) and any(k.startswith("checkpoints") for k in before)
+    message = refused("fit", "--config", str(config), "--trainer.logger.init_args.version", "0")
+    assert str(folder) in message and "metrics.csv" in message and "version" in message
+    assert "LightningCLI" not in message and "save_config" not in message
+    assert files(folder) == before  # metrics.csv included: CSVLogger used to delete it
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["version_0"]
+
+
+def test_a_rerun_without_a_logger_stops_before_touching_the_root_folder(config, tmp_path):
+    root = tmp_path / "out"
+    args = ("--trainer.logger", "false", "--trainer.default_root_dir", str(root))
+    fit(config, *args)
+    before = files(root)
+    assert "config.yaml" in before and any(k.startswith("checkpoints") for k in before)
+    message = refused("fit", "--config", str(config), *args)
+    assert str(root) in message and "default_root_dir" in message and "LightningCLI" not in message
+    assert files(root) == before
+
+
+def test_automatic_versions_give_each_run_its_own_folder(config, tmp_path):
+    fit(config)
+    fit(config)
+    runs = tmp_path / "runs" / "tiny"
+    assert sorted(p.name for p in runs.iterdir()) == ["version_0", "version_1"]
+    assert all((runs / v / "metrics.csv").is_file() for v in ("version_0", "version_1"))
+
+
+# --- 2. resuming: the after-fit test keeps the better of both runs' best checkpoints ---------
+def _set_best_score(path: Path, score: float) -> None:
+    ckpt = torch.load(path, weights_only=False)
+    (key,) = [k for k in ckpt["callbacks"] if k.startswith("ModelCheckpoint")]
+    ckpt["callbacks"][key]["best_model_score"] = torch.tensor(score)
+    torch.save(ckpt, path)
+
+
+@pytest.mark.parametrize("earlier_score,tests_earlier", [(0.0, True), (1e9, False)])
+def test_after_fit_tests_the_better_of_the_resumed_runs_best_and_this_runs(config, earlier_score, tests_earlier):
+    first = fit(config)
+    best = Path(first.trainer.checkpoint_callback.best_model_path)
+    _set_best_score(best, earlier_score)  # 0.0: better than any score the resumed run can reach
+    second = fit(config, "--ckpt_path", str(best), "--trainer.max_epochs", "2", "--test_after_fit", "true")
+    (own_best,) = (best.parents[2] / "version_1" / "checkpoints").glob("best-*.ckpt")  # the resumed run's own
+    assert Path(second.trainer.ckpt_path) == (best if tests_earlier else own_best)
+
+
+def test_every_config_saves_a_last_checkpoint_to_resume_from():
+    for path in CONFIGS:
+        cfg = yaml.safe_load(path.read_text())
+        (ckpt,) = [c for c in cfg["trainer"]["callbacks"] if c["class_path"].endswith("ModelCheckpoint")]
+        assert ckpt["init_args"].get("save_last") is True, path
+
+
+# --- 3. model arguments linked from the data are not silently overwritten --------------------
+@pytest.mark.parametrize("args,name,how", [
+    (["--model.model.init_args.lookback", "96"], "lookback", "set it under data instead (--data.lookback 96"),
+    (["--model.model.horizon", "12"], "horizon", "set it under data instead (--data.horizon 12"),
+    (["--model.model.init_args.n_channels", "7"], "n_channels", "--data.columns"),
+])
+def test_a_model_value_that_differs_from_the_data_is_refused(config, args, name, how):
+    message = refused("fit", "--config", str(config), *args)
+    assert f"model's {name}" in message and f"remove model.model.init_args.{name}" in message and how in message
+
+
+def test_linked_values_in_a_yaml_are_refused_too(config, tmp_path):
+    extra = tmp_path / "link.yaml"
+    extra.write_text(yaml.safe_dump({"model": {"model": {"init_args": {"horizon": 192}}}}))
+    assert "model's horizon (192) differs from the data's (6)" in refused(
+        "fit", "--config", str(config), "--config", str(extra))
+
+
+def test_model_values_equal_to_the_data_are_accepted(config):
+    cli = ForecastCLI(ForecastingModule, ForecastDataModule, run=False, args=[
+        "--config", str(config), "--model.model.init_args.lookback", "24", "--model.model.init_args.n_channels", "3"])
+    assert (cli.model.model.lookback, cli.model.model.n_channels) == (24, 3)
+
+
+# --- 4. evaluating needs a checkpoint ---------------------------------------------------------
+@pytest.mark.parametrize("subcommand", ["validate", "test", "predict"])
+def test_evaluating_without_a_checkpoint_is_refused(config, subcommand):
+    message = refused(subcommand, "--config", str(config))
+    assert f"{subcommand} needs --ckpt_path" in message and "untrained" in message
+
+
+@pytest.mark.parametrize("subcommand,ckpt,match", [
+    ("test", "best", "pass the checkpoint file"), ("fit", "last", "pass the checkpoint file"),
+    ("test", "missing.ckpt", "no such file"),
+])
+def test_checkpoints_that_would_load_nothing_are_refused(config, subcommand, ckpt, match):
+    assert match in refused(subcommand, "--config", str(config), "--ckpt_path", ckpt)
+
+
+# --- 5. the module's optimiser options are the only ones -------------------------------------
+@pytest.mark.parametrize("option", ["--optimizer", "--lr_scheduler"])
+def test_lightnings_optimizer_options_are_not_offered(config, option, capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", str(config), option, "SGD" if option == "--optimizer" else "StepLR"])
+    assert option in capsys.readouterr().err
+
+
+def test_no_config_sets_pct_start_for_a_schedule_that_ignores_it():
+    for path in CONFIGS:
+        model = yaml.safe_load(path.read_text())["model"]
+        assert "pct_start" not in model or model["lr_schedule"] == "onecycle", path
+
+
+@pytest.mark.parametrize("name,d_model,n_heads,schedule,pct_start,patience", [
+    ("ETTh1", 16, 4, "type3", None, 100), ("ETTh2", 16, 4, "type3", None, 100),
+    ("ETTm1", 128, 16, "onecycle", 0.4, 20), ("ETTm2", 128, 16, "onecycle", 0.4, 20),
+    ("weather", 128, 16, "type3", None, 20),
+])
+def test_patchtst_configs_keep_the_published_settings(name, d_model, n_heads, schedule, pct_start, patience):
+    cfg = yaml.safe_load((ROOT / "configs" / "patchtst" / f"{name}.yaml").read_text())
+    init = cfg["model"]["model"]["init_args"]
+    (stop,) = [c for c in cfg["trainer"]["callbacks"] if c["class_path"].endswith("EarlyStopping")]
+    assert (init["d_model"], init["n_heads"], cfg["model"]["lr_schedule"], cfg["model"].get("pct_start"),
+            stop["init_args"]["patience"]) == (d_model, n_heads, schedule, pct_start, patience)
+
+
+# --- 6. help text and choices ----------------------------------------------------------------
+def test_help_describes_the_training_and_data_options_and_lists_choices(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setattr(sys, "argv", ["ts-continuum"])
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    lines: dict[str, str] = {}  # option -> its help entry (a long option's text starts on the next line)
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("  --"):
+            option = line.split()[0]
+            lines[option] = line
+        elif line.startswith("    ") and lines:
+            lines[option] += " " + line.strip()
+    assert "Adam learning rate" in lines["--model.lr"]
+    assert "{mse,mae,huber}" in lines["--model.loss"] and "training loss" in lines["--model.loss"]
+    assert "{type3,onecycle,constant,cosine}" in lines["--model.lr_schedule"]
+    assert "onecycle" in lines["--model.pct_start"] and "weight decay" in lines["--model.weight_decay"]
+    assert "input length" in lines["--data.lookback"] and "forecast length" in lines["--data.horizon"]
+    assert '"step"' in lines["--data.drop_mode"]
+    assert "--optimizer" not in lines
+
+
+def test_a_choice_outside_the_list_is_refused_when_parsing(config, capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", str(config), "--model.lr_schedule", "step"])
+    err = capsys.readouterr().err
+    assert "model.lr_schedule" in err and "cosine" in err
+
+
+# --- 7. predict writes its forecasts ----------------------------------------------------------
+def test_predict_writes_forecasts_in_original_units_with_their_windows_and_times(config):
+    best = fit(config).trainer.checkpoint_callback.best_model_path
+    cli = ForecastCLI(ForecastingModule, ForecastDataModule,
+                      args=["predict", "--config", str(config), "--ckpt_path", best])
+    out = pd.read_csv(Path(cli.trainer.log_dir) / "predictions.csv", parse_dates=["origin", "time"])
+    dm, windows = cli.datamodule, cli.datamodule.splits["test"]
+    assert list(out.columns) == ["window", "origin", "time", "step", *dm.channel_names]
+    assert len(out) == len(windows) * 6 and sorted(set(out.window)) == list(range(len(windows)))
+    last = out[out.window == len(windows) - 1].sort_values("step")
+    start = windows.start + len(windows) - 1  # the last window's first input row
+    assert (last.time == dm.frame.index[start + 24:start + 30]).all()
+    assert (last.origin == dm.frame.index[start + 23]).all()
+    module = ForecastingModule.from_checkpoint(best).eval()
+    with torch.no_grad():
+        scaled = module(default_collate([windows[len(windows) - 1]]))[0].numpy()
+    np.testing.assert_allclose(last[dm.channel_names].to_numpy(), dm.scaler.inverse_transform(scaled),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_predict_never_overwrites_a_predictions_file(config, tmp_path):
+    best = fit(config).trainer.checkpoint_callback.best_model_path
+    folder = tmp_path / "runs" / "tiny" / "version_7"
+    folder.mkdir(parents=True)
+    (folder / "predictions.csv").write_text("mine\n")
+    message = refused("predict", "--config", str(config), "--ckpt_path", best,
+                      "--trainer.logger.init_args.version", "7")
+    assert "predictions.csv" in message and (folder / "predictions.csv").read_text() == "mine\n"

@@ -34,6 +34,12 @@ REGIMES = {
     "drop60-interp": (0.6, True),
 }
 KEY_FIELDS = ("model", "attention", "pos_encoding", "dataset", "horizon", "regime", "seed")
+# The settings run_cell reads besides the key fields: these a cell must give, the others have the
+# value run_cell uses when a cell lacks them. The runner rejects any other key in a grid (run_cell
+# would ignore it) and compares recorded configs over these.
+REQUIRED = ("model_args", "lr", "lr_schedule", "lookback", "batch_size", "max_epochs", "patience")
+OPTIONAL = {"eval_batch_size": 256, "pct_start": PCT_START, "accelerator": "cpu",
+            "limit_train_batches": 1.0, "limit_val_batches": 1.0}
 
 
 def cell_id(cell: dict) -> str:
@@ -93,19 +99,20 @@ class TestCurve(Callback):
 def run_cell(cell: dict, out_dir: Path) -> dict:
     """Train and test one cell; returns the result row (metrics, epochs, timings)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    cell = {**OPTIONAL, **cell}
     drop, interpolate = REGIMES[cell["regime"]]
     L.seed_everything(int(cell["seed"]), verbose=False)
     dm = ForecastDataModule(
         cell["dataset"], lookback=int(cell["lookback"]), horizon=int(cell["horizon"]),
-        batch_size=int(cell["batch_size"]), eval_batch_size=int(cell.get("eval_batch_size", 256)),
+        batch_size=int(cell["batch_size"]), eval_batch_size=int(cell["eval_batch_size"]),
         drop=drop, regime_seed=int(cell["seed"]), interpolate=interpolate,
     )
     model = build_model(
         cell["model"], n_channels=dm.n_channels, lookback=dm.lookback, horizon=dm.horizon,
-        attention=cell["attention"], pos_encoding=cell["pos_encoding"], **cell.get("model_args", {}),
+        attention=cell["attention"], pos_encoding=cell["pos_encoding"], **cell["model_args"],
     )
     module = ForecastingModule(model, lr=float(cell["lr"]), lr_schedule=cell["lr_schedule"],
-                               pct_start=float(cell.get("pct_start", PCT_START)))
+                               pct_start=float(cell["pct_start"]))
     clock = EpochClock()
     test_curve = TestCurve(dm)
     # Its own folder, emptied first: a cell restarted after an interruption must not find (or be
@@ -114,9 +121,9 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     ckpt = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_mse", mode="min", save_top_k=1)
     trainer = L.Trainer(
-        accelerator=cell.get("accelerator", "cpu"), max_epochs=int(cell["max_epochs"]),
-        limit_train_batches=cell.get("limit_train_batches", 1.0),
-        limit_val_batches=cell.get("limit_val_batches", 1.0),
+        accelerator=cell["accelerator"], max_epochs=int(cell["max_epochs"]),
+        limit_train_batches=cell["limit_train_batches"],
+        limit_val_batches=cell["limit_val_batches"],
         callbacks=[clock, test_curve, ckpt, EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"]))],
         logger=CSVLogger(out_dir, name="metrics", version=""), enable_progress_bar=False, enable_model_summary=False,
         num_sanity_val_steps=0, deterministic=False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -391,3 +392,143 @@ def test_cpu_timings_record_the_machine():
 
     facts = cpu_facts()
     assert facts["cpu"] and facts["cpu"] != "" and isinstance(facts["cores"], int) and facts["cores"] >= 1
+
+
+def quick_grid(tmp_path: Path, name: str = "changed.yaml", **defaults) -> Path:
+    """The quick profile, its defaults changed, as a grid file of its own."""
+    grid = yaml.safe_load((ROOT / "benchmarks/grids/quick.yaml").read_text())
+    grid["defaults"].update(defaults)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(grid))
+    return path
+
+
+@pytest.fixture
+def fake_cells(monkeypatch):
+    """The runner with a run_cell that trains nothing, and fails on the drop60 regime."""
+    def run_cell(cell, out_dir):
+        if cell["regime"] == "drop60":
+            raise RuntimeError("out of memory")
+        return {"test_mse": 0.5, "wall_s": 0.0, "val_curve": "[0.5]", "test_curve": "[0.5]"}
+
+    monkeypatch.setattr(run, "run_cell", run_cell)
+    monkeypatch.setattr(run.report, "write", lambda out: None)
+
+
+def test_counts_say_what_is_recorded_what_runs_and_what_max_cells_leaves(tmp_path, capsys, fake_cells):
+    out = str(tmp_path / "out")
+    run.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", "1"])
+    assert "quick.yaml: 4 cells, 0 already recorded, 1 to run, 3 left for later (--max-cells 1) ->" in capsys.readouterr().out
+    run.main(["--profile", "quick", "--out", out, "--max-cells", "1"])
+    capsys.readouterr()
+    run.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", "2"])
+    assert "4 cells, 1 already recorded, 2 to run, 1 left for later (--max-cells 2) ->" in capsys.readouterr().out
+    run.main(["--profile", "quick", "--out", out, "--dry-run"])
+    assert "4 cells, 1 already recorded, 3 to run ->" in capsys.readouterr().out
+    for bad in ("0", "-1", "two"):
+        with pytest.raises(SystemExit):
+            run.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", bad])
+        assert f"--max-cells: must be a positive whole number of cells, not '{bad}'" in capsys.readouterr().err
+
+
+def test_a_recorded_cell_is_not_reused_for_other_settings(tmp_path, capsys, fake_cells):
+    """The 2-epoch quick result must not stand for a 50-epoch run, nor its grid.yaml be replaced."""
+    out = tmp_path / "out"
+    run.main(["--profile", "quick", "--out", str(out), "--max-cells", "3"])  # 2 finished, 1 failed (drop60)
+    saved = {name: (out / name).read_bytes() for name in ("grid.yaml", "results.csv")}
+    longer = quick_grid(tmp_path, max_epochs=50)
+    for dry in (["--dry-run"], []):
+        with pytest.raises(SystemExit) as exc:
+            run.main(["--grid", str(longer), "--out", str(out), *dry])
+        message = str(exc.value)
+        assert "patchtst_softmax_learned_ETTh1_96_regular_0 (finished): max_epochs 2 recorded, 50 now" in message
+        assert "patchtst_softmax_learned_ETTh1_96_drop60_0 (recorded as failed): max_epochs 2 recorded" in message
+        assert "another folder (--out)" in message and "--retry-failed" in message
+        assert {name: (out / name).read_bytes() for name in saved} == saved, "nothing overwritten"
+    # 1 and 1.0 are one batch and every batch to Lightning: a changed type is a changed setting
+    with pytest.raises(SystemExit, match="limit_val_batches 1 recorded, 1.0 now"):
+        run.main(["--grid", str(quick_grid(tmp_path, limit_val_batches=1.0)), "--out", str(out), "--dry-run"])
+    # a grid that lacks finished cells would leave grid.yaml describing other results
+    fewer = yaml.safe_load(longer.read_text())
+    fewer["defaults"]["max_epochs"] = 2
+    fewer["blocks"][0]["regime"] = ["drop60"]
+    (tmp_path / "fewer.yaml").write_text(yaml.safe_dump(fewer))
+    with pytest.raises(SystemExit, match="patchtst_softmax_learned_ETTh1_96_regular_0: recorded, but not in this grid"):
+        run.main(["--grid", str(tmp_path / "fewer.yaml"), "--out", str(out), "--dry-run"])
+    assert {name: (out / name).read_bytes() for name in saved} == saved
+    capsys.readouterr()
+    # the same grid resumes, and so does one that only renames the block and writes out a default
+    renamed = yaml.safe_load((ROOT / "benchmarks/grids/quick.yaml").read_text())
+    renamed["blocks"][0]["name"] = "renamed"
+    renamed["defaults"]["accelerator"] = "cpu"
+    (tmp_path / "renamed.yaml").write_text(yaml.safe_dump(renamed))
+    run.main(["--grid", str(tmp_path / "renamed.yaml"), "--out", str(out), "--dry-run"])
+    assert "4 cells, 3 already recorded, 1 to run" in capsys.readouterr().out
+    # a failed cell given other settings is refused too, unless it is to be retried under them
+    split = yaml.safe_load((ROOT / "benchmarks/grids/quick.yaml").read_text())
+    split["blocks"][0]["regime"] = "regular"
+    split["blocks"].append(dict(split["blocks"][0], name="dropped", regime="drop60", overrides={"max_epochs": 3}))
+    (tmp_path / "split.yaml").write_text(yaml.safe_dump(split))
+    with pytest.raises(SystemExit, match=r"drop60_0 \(recorded as failed\): max_epochs 2 recorded, 3 now"):
+        run.main(["--grid", str(tmp_path / "split.yaml"), "--out", str(out), "--dry-run"])
+    capsys.readouterr()
+    run.main(["--grid", str(tmp_path / "split.yaml"), "--out", str(out), "--dry-run", "--retry-failed"])
+    assert "4 cells, 2 already recorded, 2 to run" in capsys.readouterr().out
+
+
+def test_unknown_grid_keys_are_refused_with_a_suggestion(tmp_path, capsys):
+    """A key no code reads would silently change nothing: the typo below meant full epochs."""
+    cases = [({"limit_train_batch": 4}, "defaults: unknown key 'limit_train_batch', which the runner would ignore; "
+                                        "did you mean 'limit_train_batches'?"),
+             ({"weight_decay": 0.01}, "defaults: unknown key 'weight_decay'"),
+             ({"loss": "mae"}, "defaults: unknown key 'loss'"),
+             ({"gradient_clip_val": 1.0}, "allowed here: model_args, lr, lr_schedule"),
+             ({"seed": 3}, "defaults: 'seed' is an axis: give it as a key of each block")]
+    for defaults, expected in cases:
+        with pytest.raises(SystemExit) as exc:
+            run.main(["--grid", str(quick_grid(tmp_path, **defaults)), "--out", str(tmp_path / "out"), "--dry-run"])
+        assert expected in str(exc.value)
+    grid = yaml.safe_load((ROOT / "benchmarks/grids/quick.yaml").read_text())
+    grid["blocks"][0].update(overrides={"max_epoch": 3}, patience=1, horizons=[192])
+    grid["default"] = {}
+    with pytest.raises(ValueError) as exc:
+        run.expand(grid)
+    assert str(exc.value).splitlines() == [
+        "grid: unknown key 'default', which the runner would ignore; did you mean 'defaults'?",
+        "block 'quick': 'patience' is a setting: put it under the block's 'overrides'",
+        "block 'quick': unknown key 'horizons', which the runner would ignore; did you mean 'horizon'?",
+        "block 'quick' overrides: unknown key 'max_epoch', which the runner would ignore; did you mean 'max_epochs'?"]
+    assert not (tmp_path / "out").exists() and capsys.readouterr().out == ""
+
+
+def test_run_cell_reads_exactly_the_settings_a_grid_may_give():
+    """The runner's list of accepted keys and their defaults must be what run_cell reads."""
+    import ast
+    import inspect
+
+    from benchmarks import study_cell
+
+    tree = ast.parse(inspect.getsource(study_cell.run_cell))
+    read = {node.slice.value for node in ast.walk(tree) if isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name) and node.value.id == "cell" and isinstance(node.slice, ast.Constant)}
+    assert read == {*study_cell.KEY_FIELDS, *run.SETTINGS}
+    assert "cell.get(" not in inspect.getsource(study_cell.run_cell), "a default belongs in OPTIONAL"
+
+
+def test_committed_grids_load_and_results_folders_resume_with_their_own_grid():
+    """Every committed grid passes the key check, and no recorded config (some written by older code)
+    conflicts with its folder's grid.yaml."""
+    for path in [*(ROOT / "benchmarks/grids").glob("*.yaml"), *(ROOT / "benchmarks/results").glob("*/grid.yaml")]:
+        cells = run.expand(yaml.safe_load(path.read_text()))
+        assert cells, path
+        results = path.parent / "results.csv"
+        if results.exists():
+            done = run.recorded(results, retry_failed=False)
+            assert done and run.conflicts(cells, done) == [], path
+
+
+def test_docstring_examples_name_grids_that_exist():
+    for grid in re.findall(r"--grid (\S+)", run.__doc__):
+        assert (ROOT / grid).exists(), grid
+    for profile in re.findall(r"--profile (\S+)", run.__doc__):
+        assert (run.GRIDS / f"{profile}.yaml").exists(), profile

@@ -110,8 +110,20 @@ def test_after_fit_tests_the_better_of_the_resumed_runs_best_and_this_runs(confi
     best = Path(first.trainer.checkpoint_callback.best_model_path)
     _set_best_score(best, earlier_score)  # 0.0: better than any score the resumed run can reach
     second = fit(config, "--ckpt_path", str(best), "--trainer.max_epochs", "2", "--test_after_fit", "true")
-    (own_best,) = (best.parents[2] / "version_1" / "checkpoints").glob("best-*.ckpt")  # the resumed run's own
-    assert Path(second.trainer.ckpt_path) == (best if tests_earlier else own_best)
+    if not tests_earlier:
+        (own_best,) = (best.parents[2] / "version_1" / "checkpoints").glob("best-*.ckpt")  # the resumed run's own
+        assert Path(second.trainer.ckpt_path) == own_best
+        return
+    assert Path(second.trainer.ckpt_path) == best
+    # resumed again, from the second run's last.ckpt: the first run's best is still the one to beat
+    last = best.parents[2] / "version_1" / "checkpoints" / "last.ckpt"
+    third = fit(config, "--ckpt_path", str(last), "--trainer.max_epochs", "3", "--test_after_fit", "true")
+    assert Path(third.trainer.ckpt_path) == best and best.is_file()
+
+
+def test_a_pct_start_the_schedule_ignores_is_refused_without_a_traceback(config):
+    message = refused("fit", "--config", str(config), "--model.pct_start", "0.4", "--model.lr_schedule", "cosine")
+    assert "pct_start=0.4 has no effect with lr_schedule='cosine'" in message and "--model.pct_start 0.3" in message
 
 
 def test_every_config_saves_a_last_checkpoint_to_resume_from():

@@ -267,6 +267,21 @@ def test_calendar_months_are_refused_with_the_way_to_forecast_them():
     with pytest.warns(UserWarning, match="calendar months.*drift"):  # a fixed step chosen on purpose: a warning
         f = Forecaster(**TINY, freq="30D", limit_train_batches=2).fit(months)
     assert f.freq_ == pd.Timedelta(days=30).value
+    ends = months.copy()
+    ends.index = pd.date_range("2015-01-31", periods=60, freq="ME", name="date")
+    with pytest.raises(ValueError, match="calendar months"):
+        Forecaster(**TINY).fit(ends)
+
+
+def test_irregular_data_about_a_month_apart_is_not_taken_for_calendar_months():
+    """Visits every 25-35 days at any time of day are irregular data, the library's use case."""
+    visits = wide_frame(n=60)
+    gaps = np.random.default_rng(0).uniform(25, 35, 60).cumsum()
+    visits.index = pd.DatetimeIndex(pd.Timestamp("2020-01-01") + pd.to_timedelta(gaps, unit="D"), name="date")
+    check_calendar(read_panel(visits, detect_spec(visits)), False, "df.index")  # no error
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        check_calendar(read_panel(visits, detect_spec(visits)), True, "df.index")  # no warning either
 
 
 def test_weeks_are_a_fixed_step():
@@ -432,3 +447,18 @@ def test_saving_onto_a_file_and_not_a_dataframe(fitted, tmp_path):
         Forecaster(**TINY).fit(np.zeros((10, 2)))
     with pytest.raises(ValueError, match="expected a pandas DataFrame for predict data"):
         fitted.predict([1, 2, 3])
+
+
+def test_observations_closer_than_the_model_resolves_are_refused_by_name():
+    """A millisecond apart (15-minute steps), two readings would share one float32
+    time; the models would then blame unsorted input."""
+    quarter_hourly = wide_frame(n=120)
+    extra = quarter_hourly.iloc[[100]].copy()
+    extra.index = extra.index + pd.Timedelta(milliseconds=1)
+    close = pd.concat([quarter_hourly, extra]).sort_index()
+    with pytest.raises(ValueError, match=r"observations at .* only 0 days 00:00:00.001000 apart .*closer than the "
+                                         r"model can tell apart.*Merge"):
+        Forecaster(**{**TINY, "freq": "15min"}).fit(close)
+    f = Forecaster(**{**TINY, "freq": "15min"}, limit_train_batches=2).fit(quarter_hourly)
+    with pytest.raises(ValueError, match="closer than the model can tell apart"):
+        f.predict(close)

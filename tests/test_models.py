@@ -215,6 +215,9 @@ def test_bad_times_are_clear_errors(cls):
         for values, observed in ((x, mask), (x.nan_to_num(), full)):
             with pytest.raises(ValueError, match=match):
                 m(values, observed, times)
+    close = (-0.3 + 0.001 * torch.arange(L)).to(torch.bfloat16)  # increasing in float32, ties in bfloat16
+    with pytest.raises(ValueError, match="x_time in torch.bfloat16 cannot tell slot .* use 'bf16-mixed'"):
+        m(x, mask, close)
     jittered = t.clone()
     jittered[:, -1] = 0.45  # the data module's jitter (below half a step) may move the origin slot
     m(x, mask, jittered)

@@ -21,7 +21,7 @@ from .options import split_options
 from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_forecast
 from .scaling import Scaler
-from .timing import check_calendar, describe, future_times, infer_freq, irregularity, parse_freq, spacing_hint
+from .timing import check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq, spacing_hint
 from .training import run_fit
 from .windows import EPS, Windows, window_loader
 
@@ -108,6 +108,7 @@ class Forecaster:
         freq = None if self.freq is None else parse_freq(self.freq, panel.time_kind)
         check_calendar(panel, freq is not None, f"df[{spec.time_col!r}].dt" if spec.time_col else "df.index")
         freq = infer_freq(panel) if freq is None else freq
+        check_resolution(panel, freq, self.lookback)
         self._warn_if_blind(panel, freq)
         windows = Windows(panel.times, panel.bounds, freq, self.lookback, self.horizon)
         span = windows.steps[panel.last_rows]  # steps from each series' first to last observation
@@ -198,6 +199,7 @@ class Forecaster:
 
     def _read(self, df: pd.DataFrame, what: str) -> Panel:
         panel = read_panel(df, self.spec_, what)
+        check_resolution(panel, self.freq_, self.lookback)
         self._warn_if_blind(panel, self.freq_)
         return panel
 

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .frames import Panel
+from .frames import Panel, native_to_pandas
 
 SNAP = 1e-6  # times this close to a whole number of steps are taken as exact (float noise)
 COMMON = 0.1  # a spacing this share of the gaps have is common: an inferred step 1.5 times it or more is doubtful
@@ -95,7 +95,7 @@ def check_calendar(panel: Panel, explicit_freq: bool, time_ref: str) -> None:
     if panel.time_kind != "datetime":
         return
     diffs, _ = _within(panel)
-    if not len(diffs):
+    if not len(diffs) or not _on_the_calendar(panel):
         return
     slack = pd.Timedelta(hours=1).value  # a daylight-saving change within local-time data
     median = np.median(diffs)
@@ -113,6 +113,15 @@ def check_calendar(panel: Panel, explicit_freq: bool, time_ref: str) -> None:
             warnings.warn(f"{problem}; to avoid it, {fix}", UserWarning, stacklevel=3)
             return
         raise ValueError(f"{problem}. To forecast by {one}, {fix}")
+
+
+def _on_the_calendar(panel: Panel) -> bool:
+    """Every time at one clock time and on one day of the month, or all on month starts or month
+    ends: sampled by the calendar, not irregular data that happens to be about a month apart."""
+    t = pd.DatetimeIndex(native_to_pandas(panel.times, panel.time_kind, panel.tz, panel.time_dtype))
+    if (t - t.normalize()).nunique() > 1:
+        return False
+    return t.day.nunique() == 1 or bool(t.is_month_start.all()) or bool(t.is_month_end.all())
 
 
 def infer_freq(panel: Panel) -> float | int:
@@ -141,6 +150,32 @@ def infer_freq(panel: Panel) -> float | int:
             f"{describe(smaller, panel.time_kind)}, horizon and lookback count steps of "
             f"{describe(step, panel.time_kind)} instead. Pass freq=... to choose the step", UserWarning, stacklevel=3)
     return int(round(step)) if panel.time_kind == "datetime" else step
+
+
+def check_resolution(panel: Panel, freq: float | int, lookback: int) -> None:
+    """Refuse observations of one series closer than the model can tell apart.
+
+    Input times reach the model as float32 nominal steps relative to the forecast origin, up to
+    ``lookback`` steps back, where float32 resolves about ``lookback * 2**-23`` steps (and
+    ``to_steps`` snaps within ``SNAP`` of a whole step): closer observations would share a time,
+    which the models refuse as unsorted input, blaming the wrong thing.
+    """
+    resolution = max(lookback * 2.0**-20, 4 * SNAP)  # 8 float32 units at the oldest input
+    gaps = np.diff(series_steps(panel, freq))
+    close = np.flatnonzero((panel.codes[1:] == panel.codes[:-1]) & (gaps < resolution))
+    if not len(close):
+        return
+    i = int(close[0])
+
+    def when(row: int):
+        return native_to_pandas(panel.times[[row]], panel.time_kind, panel.tz, panel.time_dtype)[0]
+
+    raise ValueError(
+        f"series {panel.ids[panel.codes[i]]!r} has observations at {when(i)} and {when(i + 1)}, only "
+        f"{describe(gaps[i] * freq, panel.time_kind)} apart ({len(close)} such pair(s)): closer than the model "
+        f"can tell apart, {resolution:.2g} nominal steps ({describe(resolution * freq, panel.time_kind)}) at "
+        f"lookback {lookback}, since times reach it as float32 steps. Merge observations this close (e.g. "
+        "average them) or drop one of each pair")
 
 
 def describe(freq: float | int, time_kind: str) -> str:

@@ -79,9 +79,17 @@ def check_times(x_time: torch.Tensor) -> None:
         raise ValueError("x_time holds NaN or inf; every input slot needs a time, masked slots included "
                          "(give a missing value its nominal time and mask it with x_mask)")
     if not bool((steps > 0).all()):
-        i = int(torch.nonzero((steps <= 0).reshape(-1, steps.shape[-1]).any(0))[0]) + 1
+        bad = (steps <= 0).reshape(-1, steps.shape[-1])
+        i = int(torch.nonzero(bad.any(0))[0]) + 1
+        row = x_time.reshape(-1, x_time.shape[-1])[int(torch.nonzero(bad[:, i - 1])[0])]
+        before, at = float(row[i - 1]), float(row[i])
+        if before == at and x_time.dtype in (torch.float16, torch.bfloat16):
+            raise ValueError(f"x_time in {x_time.dtype} cannot tell slot {i} from slot {i - 1} (both {at:g}): half "
+                             "precision holds too few distinct times; pass x_time in float32 (Lightning's "
+                             "precision='bf16-true' or '16-true' converts the whole batch: use 'bf16-mixed' or "
+                             "'16-mixed')")
         raise ValueError(f"x_time must be strictly increasing along the input slots (oldest first, no repeated "
-                         f"times); slot {i} is not later than slot {i - 1}. Sort the inputs by time and drop "
-                         "or merge duplicate timestamps")
+                         f"times); slot {i} is not later than slot {i - 1} ({at:g} after {before:g}). Sort the "
+                         "inputs by time and drop or merge duplicate timestamps")
     raise ValueError(f"x_time must be relative to the forecast origin (the last input slot at 0, earlier slots "
                      f"negative), got a last time of {float(last.max()):g}; subtract it: x_time - x_time[..., -1:]")

@@ -31,7 +31,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from ..data import ForecastDataModule
-from .module import ForecastingModule
+from .module import DEFAULT_PCT_START, ForecastingModule, pct_start_unused
 
 LINKED = ("lookback", "horizon", "n_channels")  # data module attribute -> model argument
 PREDICTIONS = "predictions"  # predictions.csv, or predictions-rank<N>.csv from several processes
@@ -120,7 +120,7 @@ class ForecastCLI(LightningCLI):
     def __init__(self, model_class: type[LightningModule] = ForecastingModule,
                  datamodule_class: type[ForecastDataModule] = ForecastDataModule, **kwargs: Any) -> None:
         self._model_given: dict[str, Any] = {}
-        self._resumed_best: tuple[str, torch.Tensor] | None = None
+        self._resumed_best: str | None = None  # the resumed run's best checkpoint, carried into this run
         super().__init__(model_class, datamodule_class, auto_configure_optimizers=False, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -152,6 +152,10 @@ class ForecastCLI(LightningCLI):
         data = self._get(self.config, "data")
         for name in ("lookback", "horizon"):
             self._check_linked(name, data[name])
+        module = self._get(self.config, "model")
+        pct_start, schedule = module.get("pct_start", DEFAULT_PCT_START), module.get("lr_schedule")
+        if pct_start != DEFAULT_PCT_START and schedule != "onecycle":  # as the module would, without a traceback
+            raise CLIError(pct_start_unused(pct_start, schedule))
         if self.subcommand is not None:
             self._check_ckpt_path()
 
@@ -222,11 +226,14 @@ class ForecastCLI(LightningCLI):
         return trainer
 
     def before_fit(self) -> None:
-        """Reads the resumed run's best checkpoint now: Lightning forgets its score when the resumed
-        run logs into a new folder, and the after-fit test must not test a worse one."""
+        """Carries the resumed run's best checkpoint into this run's ModelCheckpoint. Lightning forgets
+        its score when the resumed run logs into a new folder: the after-fit test could then test a
+        worse checkpoint, and this run's last.ckpt would no longer know the earlier best, so a second
+        resume would lose it. Lightning deletes replaced checkpoints only inside its own folder, so the
+        earlier run's file stays where it is."""
         ckpt_path = self.config["fit"].get("ckpt_path")
         ckpt = self.trainer.checkpoint_callback
-        if not (ckpt_path and self.config["fit"].get("test_after_fit") and isinstance(ckpt, ModelCheckpoint)):
+        if not (ckpt_path and isinstance(ckpt, ModelCheckpoint) and ckpt.monitor and ckpt.save_top_k != 0):
             return
         try:
             state = torch.load(ckpt_path, map_location="cpu", weights_only=True).get("callbacks", {}).get(ckpt.state_key)
@@ -240,7 +247,11 @@ class ForecastCLI(LightningCLI):
         if not Path(path).is_file() and Path(path).name == Path(ckpt_path).name:
             path = ckpt_path  # the resumed checkpoint is that best one, moved
         if Path(path).is_file():
-            self._resumed_best = (path, state["best_model_score"])
+            score = state["best_model_score"]
+            ckpt.best_model_path, ckpt.best_model_score, ckpt.best_k_models = path, score, {path: score}
+            if ckpt.save_top_k == 1:
+                ckpt.kth_best_model_path, ckpt.kth_value = path, score
+            self._resumed_best = path
         else:
             rank_zero_warn(f"the resumed run's best checkpoint {path} no longer exists; the after-fit test can "
                            "only choose among this run's checkpoints")
@@ -250,16 +261,10 @@ class ForecastCLI(LightningCLI):
             return
         ckpt = self.trainer.checkpoint_callback
         path = ckpt.best_model_path if isinstance(ckpt, ModelCheckpoint) else ""
-        score = ckpt.best_model_score if path else None  # None: no best of this run (a resumed path has none)
-        which = ("the checkpoint ModelCheckpoint reports as best" if score is None
-                 else f"this run's best checkpoint ({ckpt.monitor} {float(score):.4f})")
-        if self._resumed_best is not None:
-            old_path, old_score = self._resumed_best
-            better = torch.lt if ckpt.mode == "min" else torch.gt
-            if score is None or bool(better(old_score, score)):
-                which = (f"the best checkpoint of the resumed run ({ckpt.monitor} {float(old_score):.4f}), "
-                         + ("as this run saved none" if score is None else f"better than this run's {float(score):.4f}"))
-                path = old_path
+        score = ckpt.best_model_score if path else None
+        which = "the checkpoint ModelCheckpoint reports as best" if score is None else (
+            f"{'the resumed run' if path == self._resumed_best else 'this run'}'s best checkpoint "
+            f"({ckpt.monitor} {float(score):.4f})")
         if not path:
             rank_zero_info("Testing the final weights (no best checkpoint was saved)")
             self.trainer.test(self.model, datamodule=self.datamodule)

@@ -28,6 +28,12 @@ SCHEDULES = get_args(Schedule)
 DEFAULT_PCT_START = 0.3
 
 
+def pct_start_unused(pct_start: float, lr_schedule: str) -> str:
+    return (f"pct_start={pct_start} has no effect with lr_schedule={lr_schedule!r}: only 'onecycle' warms up. "
+            f"Remove pct_start from the config (on the command line: --model.pct_start {DEFAULT_PCT_START}, the "
+            "default, which this schedule ignores), or use --model.lr_schedule onecycle")
+
+
 class ForecastingModule(L.LightningModule):
     """Trains and scores a forecaster: loss, MSE/MAE metrics, Adam and a learning-rate schedule.
 
@@ -59,9 +65,9 @@ class ForecastingModule(L.LightningModule):
         if not 0.0 < pct_start < 1.0:
             raise ValueError(f"pct_start must be a fraction in (0, 1), got {pct_start!r}")
         if pct_start != DEFAULT_PCT_START and lr_schedule != "onecycle":
-            # a silently unused setting would misreport the recipe that was run
-            raise ValueError(f"pct_start={pct_start} has no effect with lr_schedule={lr_schedule!r}: only "
-                             "'onecycle' warms up; remove pct_start or set lr_schedule to 'onecycle'")
+            # A silently unused setting would misreport the recipe that was run. The default itself is
+            # let through: checkpoints of every schedule store it.
+            raise ValueError(pct_start_unused(pct_start, lr_schedule))
         self.model = model
         self.save_hyperparameters(ignore=["model"])
         self.loss_fn = LOSSES[loss]

@@ -16,7 +16,7 @@ from ..models.layers import MultiHeadAttention
 from ..training import ForecastingModule
 from .backtest import BacktestResult, run_backtest
 from .errors import NotFittedError, positive_int
-from .frames import FrameSpec, Panel, detect_spec, forecast_frame, native_to_pandas, read_panel, warn_constant_targets
+from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
 from .options import split_options
 from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_forecast
@@ -224,7 +224,7 @@ class Forecaster:
         origin, name = origins[w], self.spec_.target_cols[c]
 
         def when(row: int):
-            return native_to_pandas(panel.times[[row]], panel.time_kind, panel.tz, panel.time_dtype)[0]
+            return panel.stamp(panel.times[row])
 
         first = panel.bounds[series[w]]
         seen = np.flatnonzero(~np.isnan(values[first : origin + 1, c]))

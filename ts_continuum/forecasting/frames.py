@@ -78,6 +78,10 @@ class Panel:
         """Series index of every row."""
         return np.repeat(np.arange(self.n_series), np.diff(self.bounds))
 
+    def stamp(self, t):
+        """One native time as the user's kind of timestamp, for messages."""
+        return native_to_pandas(np.array([t]), self.time_kind, self.tz, self.time_dtype)[0]
+
     @property
     def last_rows(self) -> np.ndarray:
         return self.bounds[1:] - 1

@@ -167,11 +167,9 @@ def check_resolution(panel: Panel, freq: float | int, lookback: int) -> None:
         return
     i = int(close[0])
 
-    def when(row: int):
-        return native_to_pandas(panel.times[[row]], panel.time_kind, panel.tz, panel.time_dtype)[0]
-
     raise ValueError(
-        f"series {panel.ids[panel.codes[i]]!r} has observations at {when(i)} and {when(i + 1)}, only "
+        f"series {panel.ids[panel.codes[i]]!r} has observations at {panel.stamp(panel.times[i])} and "
+        f"{panel.stamp(panel.times[i + 1])}, only "
         f"{describe(gaps[i] * freq, panel.time_kind)} apart ({len(close)} such pair(s)): closer than the model "
         f"can tell apart, {resolution:.2g} nominal steps ({describe(resolution * freq, panel.time_kind)}) at "
         f"lookback {lookback}, since times reach it as float32 steps. Merge observations this close (e.g. "

@@ -307,6 +307,23 @@ def test_encoder_learned_positions_count_from_the_most_recent_token(attention):
     torch.testing.assert_close(short(x[:, 1:], mask[:, 1:], t[:, 1:]), m(x, mask, t), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("attention", ["softmax", "continuous"])
+def test_patchtst_learned_positions_count_from_the_most_recent_patch(attention):
+    """Without the oldest stride of observations, the irregular path forms the last n_patches - 1
+    regular patches; each must get the same learned position as in the complete window."""
+    m = make(PatchTST, attention=attention, pos_encoding="learned", revin=False)  # RevIN sees fewer values
+    x, _, _ = irregular_batch(PatchTST, p=0.0)
+    mask = torch.ones_like(x, dtype=torch.bool)
+    mask[:, : m.stride] = False  # a missing value: the irregular path, with unit-spaced times
+    seen = []
+    m.encoder.register_forward_pre_hook(lambda _, args: seen.append(args[0].detach()))
+    m(x)
+    m(x, mask, torch.arange(-m.lookback + 1, 1.0))
+    full, dropped = seen
+    assert dropped.shape[1] == m.n_patches  # padded to the full count: compare the valid patches
+    torch.testing.assert_close(dropped[:, : m.n_patches - 1], full[:, 1:], atol=1e-6, rtol=1e-6)
+
+
 def test_masked_batchnorm_takes_statistics_from_valid_tokens_only():
     torch.manual_seed(0)
     bn = MaskedBatchNorm(4).train()

@@ -1,5 +1,6 @@
-"""Train one short epoch and save the weights: run by tests/test_training.py in a subprocess,
-once in a single process and once with DDP on two CPU processes.
+"""Train one short epoch, save the weights and predict the test windows with the CLI's
+PredictionWriter: run by tests/test_training.py in a subprocess, once in a single process and once
+with DDP on two CPU processes (each rank writes its own predictions file).
 
 The encoder model (LayerNorm) is used: PatchTST's BatchNorm keeps per-process statistics under
 DDP unless synchronised, and PyTorch's SyncBatchNorm runs on GPUs only. Both runs use the DDP
@@ -7,6 +8,7 @@ strategy (world size 1 or 2) so that Lightning's distributed sampler deals the s
 global batches: one process with batch 16 must then equal two processes with batch 8 each."""
 
 import sys
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -14,6 +16,7 @@ import torch
 from ts_continuum.data import ForecastDataModule
 from ts_continuum.models import EncoderTransformer
 from ts_continuum.training import ForecastingModule
+from ts_continuum.training.cli import PredictionWriter
 
 
 def main(csv: str, out: str, devices: int) -> None:
@@ -31,6 +34,11 @@ def main(csv: str, out: str, devices: int) -> None:
     trainer.fit(module, dm)
     if trainer.global_rank == 0:
         torch.save({k: v.clone() for k, v in module.model.state_dict().items()}, out)
+    predictor = L.Trainer(
+        accelerator="cpu", devices=devices, strategy="ddp", logger=False, enable_progress_bar=False,
+        enable_model_summary=False, callbacks=[PredictionWriter()], default_root_dir=Path(out).with_suffix(""),
+    )
+    predictor.predict(module, dm, return_predictions=False)
 
 
 if __name__ == "__main__":

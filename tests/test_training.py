@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import get_args
 
 import lightning as L
+import pandas as pd
 import pytest
 import torch
 
@@ -154,6 +155,8 @@ def test_every_config_instantiates(config, attention, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_ddp_on_two_cpu_processes_matches_a_single_process(tiny_csv, tmp_path):
+    """Training and predict: two processes train the same weights as one, and their per-rank
+    prediction files hold every test window exactly once, with the single process's forecasts."""
     script = Path(__file__).with_name("ddp_fit.py")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     for devices in (1, 2):
@@ -167,6 +170,16 @@ def test_ddp_on_two_cpu_processes_matches_a_single_process(tiny_csv, tmp_path):
     assert moved > 1e-3, "training must have changed the weights"
     for k in single:
         torch.testing.assert_close(ddp[k], single[k], atol=2e-5, rtol=1e-4)
+
+    one = pd.read_csv(tmp_path / "w1" / "predictions.csv")
+    ranks = sorted((tmp_path / "w2").glob("predictions*.csv"))
+    assert [p.name for p in ranks] == ["predictions-rank0.csv", "predictions-rank1.csv"]
+    two = pd.concat([pd.read_csv(p) for p in ranks])
+    assert not two.duplicated(["window", "step"]).any(), "a window predicted by both ranks"
+    assert one["window"].nunique() > 2 and set(two["window"]) == set(one["window"])
+    key = ["window", "step"]
+    one, two = one.sort_values(key).reset_index(drop=True), two.sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(two, one, atol=1e-4, rtol=1e-4)
 
 
 def test_missing_targets_take_no_part_in_loss_and_metrics():

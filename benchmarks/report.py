@@ -152,11 +152,37 @@ def lead_persistence_table(df: pd.DataFrame, epoch: int = 3) -> str:
     return "\n".join(lines)
 
 
+class ReportError(ValueError):
+    """Recorded results that cannot be summarised as they are; the message says how to fix them."""
+
+
+def check_unique_runs(df: pd.DataFrame) -> None:
+    """Two runs of one (setting, seed, attention) would be averaged into one pair: refuse."""
+    twice = df[df.duplicated(SETTING + ["seed", "attention"], keep=False)]
+    if len(twice):
+        raise ReportError(f"{len(twice)} finished runs share a setting, seed and attention with another "
+                         f"(cells {sorted(twice['cell_id'].astype(str))[:6]}): a pair must be one run of "
+                         "each attention; remove the extra rows from results.csv")
+
+
+def unpaired(df: pd.DataFrame) -> list[str]:
+    """Cell ids of finished runs left out of the paired statistics: no run of the other attention
+    for the same setting and seed, or a missing test metric on either side."""
+    if set(df["attention"]) < {"softmax", "continuous"}:
+        return []
+    complete = df.dropna(subset=["test_mse", "test_mae"])
+    both = complete.groupby(SETTING + ["seed"])["attention"].transform("nunique") == 2
+    paired = set(complete.loc[both, "cell_id"])
+    return sorted(c for c in df["cell_id"].astype(str) if c not in paired)
+
+
 def pairs(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (setting, seed) holding both attentions' test metrics."""
+    """One row per (setting, seed) holding both attentions' test metrics; runs without their
+    partner are left out (``unpaired`` names them)."""
     if set(df["attention"]) < {"softmax", "continuous"}:
         return pd.DataFrame()
-    wide = df.pivot_table(index=SETTING + ["seed"], columns="attention", values=["test_mse", "test_mae"])
+    check_unique_runs(df)
+    wide = df.pivot(index=SETTING + ["seed"], columns="attention", values=["test_mse", "test_mae"])
     wide = wide.dropna()
     if wide.empty:
         return pd.DataFrame()
@@ -442,6 +468,11 @@ def plot_bars(df: pd.DataFrame, path: Path) -> None:
 
 def load_pooled(sources: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Finished and failed cells of several folders; seeds become '<folder>:<seed>'."""
+    names = [Path(s).name for s in sources]
+    clash = sorted({n for n in names if names.count(n) > 1})
+    if clash:
+        raise ReportError(f"several study folders are named {clash}: pooled seeds are labelled by folder name, "
+                         "so their runs would be merged; give each folder its own name")
     done, failed = [], []
     for src in map(Path, sources):
         for frame, target in ((load(src), done), (load_failed(src), failed)):
@@ -463,13 +494,15 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
         df, failed = load(folder), load_failed(folder)
         origin, command = f"`{folder / 'results.csv'}`", f"python -m benchmarks.report {folder}"
     p = pairs(df)
+    alone = unpaired(df)
     plot_curves(df, folder / "val_curves.png")
     plot_paired_deltas(df, folder / "val_delta.png")
     plot_bars(df, folder / "test_mse_bars.png")
     parts = [
         f"# Study summary: {folder.name}",
         f"Written {time.strftime('%Y-%m-%d %H:%M')} from {origin} by `{command}`. "
-        f"{len(df)} finished cells, {len(failed)} failed. Threads per run: "
+        f"{len(df)} finished cells, {len(failed)} failed"
+        f"{f', {len(alone)} without their partner (listed at the end)' if alone else ''}. Threads per run: "
         f"{', '.join(map(str, sorted(df['threads'].unique()))) if len(df) else '—'}.",
         "## Test metrics per setting (mean ± std over seeds; scaled data, every test window)",
         cell_table(df) if len(df) else "(no finished cells)",
@@ -524,6 +557,10 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
         parts += ["## Training cost (same machine, same run)", cost_table(df)]
     parts += ["Plots: `val_curves.png` (validation MSE per epoch, every seed), `val_delta.png` (paired "
               "difference continuous − softmax per epoch, mean and 95 % band), `test_mse_bars.png` (mean ± std)."]
+    if alone:
+        parts += ["## Finished cells left out of the paired statistics",
+                  "No run of the other attention for the same setting and seed (or a test metric missing):",
+                  "\n".join(f"- {c}" for c in alone)]
     if len(failed):
         parts += ["## Failed cells", "\n".join(f"- {r.cell_id}: {r.error}" for r in failed.itertuples())]
     out = folder / "summary.md"
@@ -543,7 +580,10 @@ def main(argv: list[str]) -> None:
         parser.error(f"no results.csv in {', '.join(missing)}: pass folders written by python -m benchmarks.run")
     if args.pool is None and len(args.folders) > 1:
         parser.error("several study folders: pass --pool OUT_FOLDER to summarise them together")
-    print(write(args.pool, args.folders) if args.pool else write(args.folders[0]))
+    try:
+        print(write(args.pool, args.folders) if args.pool else write(args.folders[0]))
+    except ReportError as err:
+        parser.error(str(err))
 
 
 if __name__ == "__main__":

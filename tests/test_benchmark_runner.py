@@ -144,6 +144,49 @@ def test_pooled_report_counts_each_folder_seed_as_a_pair(tmp_path):
     assert "Training cost" not in text
 
 
+def result_row(**kw) -> dict:
+    row = {k: "" for k in run.RESULT_FIELDS}
+    row.update(model="patchtst", attention="softmax", pos_encoding="learned", dataset="ETTh1", horizon=96,
+               regime="regular", seed=0, status="ok", test_mse=0.38, test_mae=0.4, epochs=2, train_s_per_epoch=40,
+               threads=2, val_curve="[0.7, 0.69]")
+    row.update(kw)
+    return row
+
+
+def test_report_names_runs_left_out_of_the_pairs(tmp_path):
+    """A run without its partner (or without a test metric) is counted and named, not dropped silently."""
+    from benchmarks import report
+
+    for seed, attention, extra in ((0, "softmax", {}), (0, "continuous", {"test_mse": 0.37}), (1, "softmax", {}),
+                                   (2, "softmax", {}), (2, "continuous", {"test_mae": ""})):
+        run.append(tmp_path / "results.csv", result_row(seed=seed, attention=attention,
+                                                        cell_id=f"{attention}-{seed}", **extra))
+    text = report.write(tmp_path).read_text()
+    assert "5 finished cells, 0 failed, 3 without their partner (listed at the end)" in text, text
+    left_out = text.split("## Finished cells left out of the paired statistics")[1]
+    assert [c for c in ("softmax-0", "continuous-0", "softmax-1", "softmax-2", "continuous-2") if c in left_out] == [
+        "softmax-1", "softmax-2", "continuous-2"]
+    assert "| regular | 1 | -0.0100" in text, text
+
+
+def test_report_refuses_runs_it_would_average_into_one_pair(tmp_path, capsys):
+    from benchmarks import report
+
+    for cell, attention, mse in (("a", "softmax", 0.38), ("b", "softmax", 0.40), ("c", "continuous", 0.39)):
+        run.append(tmp_path / "results.csv", result_row(attention=attention, test_mse=mse, cell_id=cell))
+    with pytest.raises(SystemExit):
+        report.main([str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "share a setting, seed and attention" in err and "['a', 'b']" in err, err
+    for name in ("one", "two"):
+        (tmp_path / name / "study").mkdir(parents=True)
+        for cell, attention in (("s", "softmax"), ("c", "continuous")):
+            run.append(tmp_path / name / "study" / "results.csv", result_row(attention=attention, cell_id=cell))
+    with pytest.raises(SystemExit):
+        report.main(["--pool", str(tmp_path / "pooled"), str(tmp_path / "one" / "study"), str(tmp_path / "two" / "study")])
+    assert "several study folders are named ['study']" in capsys.readouterr().err
+
+
 def test_a_failure_fixed_by_a_retry_is_not_reported_as_failed(tmp_path):
     from benchmarks import report
 

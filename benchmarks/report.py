@@ -286,27 +286,49 @@ def sign_test_p(d: np.ndarray) -> float:
     return float(stats.binomtest(int((d < 0).sum()), n, 0.5).pvalue) if n else float("nan")
 
 
-def horizon_span_table(p: pd.DataFrame, up_to: int = 336) -> str:
-    """Per model, pooled over horizons: the first horizon alone and the longer ones up to ``up_to``
-    (when both have pairs), all up to ``up_to``, and all. Beside the paired table: the sign test,
-    the Hodges-Lehmann shift and the size of the differences relative to softmax's MSE (median and
-    largest |Δ| / softmax), so each headline figure comes from this table."""
+def input_kind(regime: str) -> str:
+    """'regular', 'irregular' (inputs dropped, timestamps given) or 'interpolated' (the baseline)."""
+    if regime.endswith("-interp"):
+        return "interpolated"
+    return "irregular" if regime.startswith("drop") else regime
+
+
+def horizon_span_table(p: pd.DataFrame, up_to: int = 336, by: tuple[str, ...] = ("model",)) -> str:
+    """Per group of ``by`` (the model, or the model and kind of input), pooled over horizons: the
+    first horizon alone and the longer ones up to ``up_to`` (when both have pairs), all up to
+    ``up_to``, and all. Beside the paired table: the sign test, the Hodges-Lehmann shift and the
+    size of the differences relative to softmax's MSE (median and largest |Δ| / softmax), so each
+    headline figure comes from this table."""
+    by = list(by)
+
     def spans(m: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         first, rest = m[m["horizon"] == HORIZONS[0]], m[(m["horizon"] > HORIZONS[0]) & (m["horizon"] <= up_to)]
         split = [(str(HORIZONS[0]), first), (f"{HORIZONS[1]}-{up_to}", rest)] if len(first) and len(rest) else []
         return split + [(f"{HORIZONS[0]}-{up_to}", m[m["horizon"] <= up_to]), ("all", m)]
 
-    table = pd.concat([grp.assign(horizons=name) for _, m in p.groupby("model")
+    table = pd.concat([grp.assign(horizons=name) for _, m in p.groupby(by)
                        for name, grp in spans(m) if len(grp)])
-    lines = paired_table(table, ["model", "horizons"], sort=False).splitlines()
+    lines = paired_table(table, by + ["horizons"], sort=False).splitlines()
     lines[0] += " sign test p | Hodges-Lehmann Δ | median, largest abs(Δ) / softmax |"
     lines[1] += "---|---|---|"
-    for i, (_, grp) in enumerate(table.groupby(["model", "horizons"], sort=False), start=2):
+    for i, (_, grp) in enumerate(table.groupby(by + ["horizons"], sort=False), start=2):
         d = grp["d_test_mse"].to_numpy()
         rel = np.abs(d) / grp["test_mse_softmax"].to_numpy()
         lines[i] += (f" {_fmt(sign_test_p(d), 3)} | {hodges_lehmann(d):+.4f} |"
                      f" {100 * np.median(rel):.1f} %, {100 * rel.max():.1f} % |")
     return "\n".join(lines)
+
+
+def best_val_table(df: pd.DataFrame) -> str:
+    """Best validation MSE (the checkpoint early stopping kept), paired per model and horizon: where
+    an early-training gap ends up on the data that chose the checkpoint."""
+    if "best_val_mse" not in df or set(df["attention"]) < {"softmax", "continuous"}:
+        return ""
+    wide = df.pivot(index=SETTING + ["seed"], columns="attention", values="best_val_mse").dropna()
+    if wide.empty:
+        return ""
+    p = wide.reset_index().assign(d_test_mse=wide["continuous"].to_numpy() - wide["softmax"].to_numpy())
+    return paired_table(p, ["model", "horizon"]).replace("Δ MSE (cont − soft)", "Δ best validation MSE (cont − soft)")
 
 
 def sampling_table(p: pd.DataFrame) -> str:
@@ -514,6 +536,9 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
             paired_table(p, ["regime"]),
             "Per model, pooled over horizons (every dataset, regime and positional encoding):",
             horizon_span_table(p),
+            "The same per kind of input (regular; irregular: inputs dropped, timestamps given; "
+            "interpolated: the dropped inputs interpolated back onto the grid):",
+            horizon_span_table(p.assign(input=p["regime"].map(input_kind)), by=("model", "input")),
             "Per model, dataset and horizon, over every regime and positional encoding:",
             paired_table(p, ["model", "dataset", "horizon"]),
             "Per model, horizon and sampling step, over every regime and positional encoding (a grouping "
@@ -528,6 +553,8 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
             early_table(df),
             "The same per horizon (every model, regime and positional encoding):",
             early_table(df, by="horizon"),
+            "Best validation MSE (the epoch early stopping kept), paired as above:",
+            best_val_table(df),
         ]
         tested = with_test_curves(df)
         if len(pairs(tested)):

@@ -327,6 +327,26 @@ def test_horizon_span_table_pools_per_model_up_to_336_and_over_all():
     assert "| encoder | 96 |" not in encoder_only_96 and encoder_only_96.count("| encoder |") == 2, encoder_only_96
 
 
+def test_pools_per_kind_of_input_and_best_validation_pairs(tmp_path):
+    """Regular, irregular (drop*) and interpolated (*-interp) pairs pool apart; best validation MSE
+    is paired per model and horizon."""
+    from benchmarks import report
+
+    deltas = {"regular": -0.002, "drop30": 0.004, "drop60": 0.006, "drop60-interp": 0.010}
+    for seed in (0, 1):
+        for regime, delta in deltas.items():
+            for attention, d in (("softmax", 0.0), ("continuous", delta + seed * 0.001)):
+                run.append(tmp_path / "results.csv", result_row(
+                    regime=regime, seed=seed, attention=attention, test_mse=0.4 + d, best_val_mse=0.7 + 2 * d,
+                    cell_id=f"{regime}-{attention}-{seed}"))
+    text = report.write(tmp_path).read_text()
+    assert "| patchtst | regular | 96-336 | 2 | -0.0015 [" in text, text
+    assert "| patchtst | irregular | 96-336 | 4 | +0.0055 [" in text, text  # 0.004, 0.005, 0.006, 0.007
+    assert "| patchtst | interpolated | 96-336 | 2 | +0.0105 [" in text, text
+    best = text.split("Best validation MSE (the epoch early stopping kept)")[1]
+    assert "| patchtst | 96 | 8 | +0.0100 [" in best, best  # twice the mean test gap over all 8 pairs
+
+
 def test_sign_test_and_hodges_lehmann_against_hand_values():
     from benchmarks import report
 

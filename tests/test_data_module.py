@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import warnings
+from argparse import ArgumentError
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from jsonargparse import ArgumentParser
 
 from ts_continuum.data import ForecastDataModule, IrregularRegime, load_dataset, split_rows
 from ts_continuum.data.datamodule import check_time_grid
+from ts_continuum.data.windows import DROP_MODES
 
 
 def test_ett_hour_protocol_window_counts():
@@ -122,6 +125,16 @@ def test_interpolation_baseline_fills_from_the_window_only(tiny_csv):
 def test_bad_options(kw, match, tiny_csv):
     with pytest.raises(ValueError, match=match):
         ForecastDataModule(str(tiny_csv), **kw)
+
+
+def test_the_cli_lists_the_drop_modes_and_refuses_a_typo_when_parsing():
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(ForecastDataModule, "data")
+    assert f"--data.drop_mode {{{','.join(DROP_MODES)}}}" in " ".join(parser.format_help().split())
+    with pytest.raises(ArgumentError, match=r"(?s)data\.drop_mode.*Got value: row"):
+        parser.parse_args(["--data.drop_mode", "row"])
+    for mode in DROP_MODES:  # the CLI's list is the one IrregularRegime checks
+        assert parser.parse_args(["--data.drop_mode", mode]).data.drop_mode == mode
 
 
 def test_too_little_history_is_a_clear_error(tiny_csv):

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+from argparse import ArgumentError
+
+import docstring_parser
 import numpy as np
 import pytest
 import torch
+from jsonargparse import ArgumentParser
 
 from ts_continuum.models import EncoderTransformer, PatchTST, build_model
 from ts_continuum.models import patchtst as patchtst_module
@@ -164,12 +169,63 @@ def test_attention_switch_changes_and_restores(cls):
         (dict(n_heads=3), "divisible by n_heads"),
         (dict(d_model=6, n_heads=2, pos_encoding="rope"), "rotary positions .* need an even head dimension"),
         (dict(dropout=1.0), r"dropout must lie in \[0, 1\)"),
+        # a misspelt backend used to run as "auto" (softmax never noticed; continuous failed at the first forward)
+        (dict(attention_backend="trition"), "attention_backend must be one of 'auto', 'torch', 'triton'; got 'trition'"),
+        (dict(attention="continuous", attention_backend="Torch"), "attention_backend must be one of"),
     ],
 )
 @pytest.mark.parametrize("cls", MODELS)
 def test_bad_options_are_clear_errors(cls, kw, match):
     with pytest.raises(ValueError, match=match):
         cls(**{**SMALL[cls], **kw})
+
+
+def test_the_attention_layer_refuses_an_unknown_backend():
+    with pytest.raises(ValueError, match="backend must be one of 'auto', 'torch', 'triton'; got 'trition'"):
+        MultiHeadAttention(8, 2, backend="trition")
+
+
+def model_parser(cls) -> ArgumentParser:
+    """The model's arguments as the CLI sees them (jsonargparse reads the signature and docstring)."""
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_class_arguments(cls, "model")
+    return parser
+
+
+STRING_OPTIONS = {"attention": ("softmax", "continuous"), "pos_encoding": ("learned", "rope", "none"),
+                  "sink": ("zero", "repeat", "none", "learned"), "attention_backend": ("auto", "torch", "triton")}
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("option,choices", STRING_OPTIONS.items())
+def test_the_cli_lists_each_string_options_choices_and_refuses_a_typo_when_parsing(cls, option, choices):
+    parser = model_parser(cls)
+    assert f"--model.{option} {{{','.join(choices)}}}" in " ".join(parser.format_help().split())
+    with pytest.raises(ArgumentError, match=rf"(?s)model\.{option}\b.*Got value: typo"):
+        parser.parse_args(["--model.n_channels", "3", f"--model.{option}", "typo"])
+    for choice in choices:
+        assert parser.parse_args(["--model.n_channels", "3", f"--model.{option}", choice]).model[option] == choice
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_every_constructor_argument_is_described_for_the_cli_help(cls):
+    documented = {p.arg_name: p.description for p in docstring_parser.parse(cls.__doc__ or "").params}
+    arguments = [n for n in inspect.signature(cls.__init__).parameters if n != "self"]
+    assert list(documented) == arguments and all(documented.values())
+    help_text = " ".join(model_parser(cls).format_help().split())
+    assert all(" ".join(text.split()) in help_text for text in documented.values())
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_a_config_of_plain_strings_from_an_older_checkpoint_still_builds_the_model(cls):
+    """Checkpoints store the options as plain strings (Literal types only change CLI parsing); the CLI
+    rebuilds a saved config.yaml the same way."""
+    saved = {**SMALL[cls], "attention": "continuous", "pos_encoding": "rope", "sink": "learned",
+             "attention_backend": "torch"}
+    model = cls(**saved)
+    assert {k: model.config[k] for k in saved} == saved
+    parsed = model_parser(cls).parse_object({"model": saved})
+    assert cls(**parsed.model.as_dict()).config == model.config
 
 
 @pytest.mark.parametrize("cls", MODELS)

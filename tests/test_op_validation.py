@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from ts_continuum import continuous_attention
+from ts_continuum.attention import backends
 
 
 def qkv(B=2, H=2, T=5, D=4, dtype=torch.float32):
@@ -109,3 +110,10 @@ def test_triton_backend_on_cpu_without_interpreter_is_a_clear_error(monkeypatch)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(ValueError, match="backend='triton' is unavailable"):
         call(backend="triton")
+
+
+def test_backend_selection_refuses_an_unknown_name_instead_of_running_auto():
+    """select() used to treat any unknown name as "auto"; models call the op through it."""
+    q = torch.randn(1, 1, 3, 4)
+    with pytest.raises(ValueError, match="backend must be one of 'auto', 'torch', 'triton'; got 'trition'"):
+        backends.select("trition", q, 4, 4)

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Callable
+from typing import Callable, Literal, get_args
 
 import torch
 
 from .reference import EAGER_KERNELS, ContinuousAttentionFunction, backward_tile, forward_tile
 
 Backend = Callable[..., torch.Tensor]
+# The names a caller may pass (a Literal: the CLI lists them and refuses others when parsing)
+BackendName = Literal["auto", "torch", "triton"]
+BACKENDS: tuple[str, ...] = get_args(BackendName)
 
 COMPILE_ENV = "TS_CONTINUUM_COMPILE"
 
@@ -122,8 +125,17 @@ def triton_available(device: torch.device) -> tuple[bool, str]:
     )
 
 
+def check_backend(name: str, option: str = "backend") -> str:
+    """``name`` if it is a backend, else a ValueError naming the choices: an unknown name must not
+    run as "auto" without a word."""
+    if name not in BACKENDS:
+        raise ValueError(f"{option} must be one of {', '.join(map(repr, BACKENDS))}; got {name!r}")
+    return name
+
+
 def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int) -> Backend:
     """The backend callable for ``name`` ("auto", "torch" or "triton") and these inputs."""
+    check_backend(name)
     if name == "torch":
         return TorchPath(EAGER_KERNELS)
     if name == "triton":

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Literal, get_args
 
 import torch
 
 from . import backends
 from .reference import SegmentLayout
 
-SINKS = ("zero", "repeat", "none", "learned")
-BACKENDS = ("auto", "torch", "triton")
+# A Literal, so the CLI lists the choices (through the models' sink option) and refuses others
+Sink = Literal["zero", "repeat", "none", "learned"]
+SINKS: tuple[str, ...] = get_args(Sink)
 
 
 def continuous_attention(
@@ -21,13 +23,13 @@ def continuous_attention(
     *,
     times: torch.Tensor | None = None,
     causal: bool = False,
-    sink: str = "zero",
+    sink: Sink = "zero",
     sink_k: torch.Tensor | None = None,
     sink_v: torch.Tensor | None = None,
     sink_gap: float = 1.0,
     lengths: torch.Tensor | None = None,
     scale: float | None = None,
-    backend: str = "auto",
+    backend: backends.BackendName = "auto",
 ) -> torch.Tensor:
     """Continuous softmax attention over linearly interpolated keys and values.
 
@@ -59,7 +61,7 @@ def continuous_attention(
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be True or False, got {causal!r}")
     _check_choice("sink", sink, SINKS)
-    _check_choice("backend", backend, BACKENDS)
+    backends.check_backend(backend)
     lengths = _check_lengths(lengths, B, T, q.device)
     times = _check_times(times, B, T, lengths, q.device)
     if not (_is_real(sink_gap) and math.isfinite(sink_gap) and sink_gap > 0):

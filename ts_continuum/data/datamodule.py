@@ -13,7 +13,7 @@ from sklearn.preprocessing import StandardScaler
 from torch.utils.data import DataLoader
 
 from .bundled import bundled_name, load_dataset
-from .windows import IrregularRegime, WindowDataset, min_rows, split_rows
+from .windows import DropMode, IrregularRegime, WindowDataset, min_rows, split_rows
 
 
 def _span(delta: pd.Timedelta) -> str:
@@ -99,7 +99,7 @@ class ForecastDataModule(L.LightningDataModule):
         eval_batch_size: int | None = None,
         columns: list[str] | None = None,
         drop: float = 0.0,
-        drop_mode: str = "channel",
+        drop_mode: DropMode = "channel",
         jitter: float = 0.0,
         regime_seed: int = 0,
         interpolate: bool = False,

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
 ETT_HOUR_BORDERS = (8640, 11520, 14400)
-DROP_MODES = ("channel", "step")
+# A Literal, so the CLI lists the choices and refuses others when parsing
+DropMode = Literal["channel", "step"]
+DROP_MODES: tuple[str, ...] = get_args(DropMode)
 
 
 def split_rows(name: str | None, n_rows: int, lookback: int) -> dict[str, tuple[int, int]]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .layers import ATTENTIONS, POS_ENCODINGS, check_option
+from ..attention.backends import check_backend
+from .layers import ATTENTIONS, POS_ENCODINGS, SINKS, Attention, check_option
 
 
 class ForecastModel(nn.Module):
@@ -18,10 +19,13 @@ class ForecastModel(nn.Module):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.n_channels, self.lookback, self.horizon = (self.config[k] for k in ("n_channels", "lookback", "horizon"))
+        # the string options, checked before any layer is built (the CLI refuses them when parsing)
         check_option("attention", self.config["attention"], ATTENTIONS)
         self.pos_encoding = check_option("pos_encoding", self.config["pos_encoding"], POS_ENCODINGS)
+        check_option("sink", self.config["sink"], SINKS)
+        check_backend(self.config["attention_backend"], "attention_backend")
 
-    def set_attention(self, kind: str) -> None:
+    def set_attention(self, kind: Attention) -> None:
         """Switch every layer to ``"softmax"`` or ``"continuous"`` attention (same parameters)."""
         self.encoder.set_attention(kind)
         self.config["attention"] = kind

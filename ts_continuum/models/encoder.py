@@ -15,11 +15,36 @@ import torch
 from torch import nn
 
 from .base import ForecastModel
-from .layers import Dropout, Encoder, RevIN
+from .layers import Attention, BackendName, Dropout, Encoder, PosEncoding, RevIN, Sink
 from .packing import is_regular, pack, right_align, slot_index
 
 
 class EncoderTransformer(ForecastModel):
+    """Encoder-only Transformer with one token per observed time step, softmax or continuous attention.
+
+    Args:
+        n_channels: number of series C, embedded together (one token holds every channel's value).
+        lookback: input length L, in steps.
+        horizon: forecast length H, in steps.
+        d_model: width of the tokens.
+        n_heads: attention heads; must divide d_model (into an even head size with rope).
+        n_layers: encoder layers.
+        d_ff: hidden width of each layer's feed-forward block.
+        dropout: dropout on the tokens, the attention output and the feed-forward block.
+        attention: "softmax" or "continuous" (softmax integrated over keys and values linearly
+            interpolated between token times, so it sees time gaps); both own the same parameters.
+        pos_encoding: "learned" (a vector per slot, counted from the most recent token), "rope"
+            (rotary, by token time) or "none"; a sinusoidal embedding of each token's time is
+            added in every case.
+        sink: the extra point before the first token in the continuous integral: "zero", "repeat"
+            (a copy of the first token), "learned" or "none". Softmax uses only "learned" (an extra
+            learned key and value).
+        revin: reversible instance normalisation of each channel, over its observed values.
+        attention_backend: continuous attention's implementation: "auto" (the Triton kernel on
+            CUDA where it applies, else compiled torch), "torch" (exact, eager) or "triton".
+            Softmax ignores it.
+    """
+
     def __init__(
         self,
         n_channels: int,
@@ -30,11 +55,11 @@ class EncoderTransformer(ForecastModel):
         n_layers: int = 2,
         d_ff: int = 128,
         dropout: float = 0.1,
-        attention: str = "softmax",
-        pos_encoding: str = "learned",
-        sink: str = "zero",
+        attention: Attention = "softmax",
+        pos_encoding: PosEncoding = "learned",
+        sink: Sink = "zero",
         revin: bool = True,
-        attention_backend: str = "auto",
+        attention_backend: BackendName = "auto",
     ):
         super().__init__(locals())
         self.revin = RevIN(n_channels) if revin else None

@@ -6,16 +6,24 @@ switched from one to the other (also on a trained checkpoint) and the two are co
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..attention import continuous_attention
+from ..attention.backends import BackendName, check_backend
+from ..attention.op import SINKS, Sink
 from ..attention.rope import apply_rope
 
-ATTENTIONS = ("softmax", "continuous")
-POS_ENCODINGS = ("learned", "rope", "none")
-SINKS = ("zero", "repeat", "none", "learned")
+# The models' string options. Literal types, so the CLI lists the choices and refuses a typo when
+# parsing; the tuples drive the checks for Python callers, so each list is written once (the sinks
+# are continuous_attention's own).
+Attention = Literal["softmax", "continuous"]
+PosEncoding = Literal["learned", "rope", "none"]
+ATTENTIONS: tuple[str, ...] = get_args(Attention)
+POS_ENCODINGS: tuple[str, ...] = get_args(PosEncoding)
 
 
 class Dropout(nn.Module):
@@ -38,7 +46,8 @@ class Dropout(nn.Module):
         return f"p={self.p}"
 
 
-def check_option(name: str, value: str, options) -> str:
+def check_option(name: str, value: str, options: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``options``, else a ValueError naming them."""
     if value not in options:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}")
     return value
@@ -56,11 +65,11 @@ class MultiHeadAttention(nn.Module):
         self,
         d_model: int,
         n_heads: int,
-        attention: str = "softmax",
+        attention: Attention = "softmax",
         rope: bool = False,
-        sink: str = "zero",
+        sink: Sink = "zero",
         dropout: float = 0.0,
-        backend: str = "auto",
+        backend: BackendName = "auto",
     ):
         super().__init__()
         if d_model % n_heads:
@@ -71,7 +80,7 @@ class MultiHeadAttention(nn.Module):
                              f"{d_model} / n_heads {n_heads} = {self.head_dim}; change d_model or n_heads")
         self.attention = check_option("attention", attention, ATTENTIONS)
         self.sink = check_option("sink", sink, SINKS)
-        self.rope, self.backend = rope, backend
+        self.rope, self.backend = rope, check_backend(backend)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.dropout = Dropout(dropout)
@@ -161,7 +170,7 @@ class Encoder(nn.Module):
             x = layer(x, times, lengths, valid)
         return x
 
-    def set_attention(self, kind: str) -> None:
+    def set_attention(self, kind: Attention) -> None:
         kind = check_option("attention", kind, ATTENTIONS)
         for layer in self.layers:
             layer.attn.attention = kind

@@ -23,11 +23,43 @@ import torch
 from torch import nn
 
 from .base import ForecastModel
-from .layers import Dropout, Encoder, RevIN
+from .layers import Attention, BackendName, Dropout, Encoder, PosEncoding, RevIN, Sink
 from .packing import interpolate_to_grid, is_regular, pack, slot_index
 
 
 class PatchTST(ForecastModel):
+    """PatchTST with softmax or continuous attention, on regular or irregular inputs.
+
+    The defaults are the published ETTh1 setting (lookback 336, patches of 16 steps every 8,
+    d_model 16, 4 heads, 3 layers, d_ff 128, dropout 0.3, no head dropout).
+
+    Args:
+        n_channels: number of series C; each is patched and encoded on its own (channel independence).
+        lookback: input length L, in steps.
+        horizon: forecast length H, in steps.
+        patch_len: steps per patch (on irregular inputs: observations per patch).
+        stride: steps (irregular: observations) from one patch's start to the next.
+        d_model: width of the patch tokens.
+        n_heads: attention heads; must divide d_model (into an even head size with rope).
+        n_layers: encoder layers.
+        d_ff: hidden width of each layer's feed-forward block.
+        dropout: dropout on the tokens, the attention output and the feed-forward block.
+        head_dropout: dropout before the flatten head.
+        individual: one flatten head per channel instead of one shared by all.
+        attention: "softmax" or "continuous" (softmax integrated over keys and values linearly
+            interpolated between patch times, so it sees time gaps); both own the same parameters.
+        pos_encoding: "learned" (a vector per patch slot, counted from the most recent patch),
+            "rope" (rotary, by patch time) or "none".
+        sink: the extra point before the first patch in the continuous integral: "zero", "repeat"
+            (a copy of the first patch), "learned" or "none". Softmax uses only "learned" (an extra
+            learned key and value).
+        revin: reversible instance normalisation of each series, over its observed values.
+        revin_affine: RevIN learns a scale and shift per channel.
+        attention_backend: continuous attention's implementation: "auto" (the Triton kernel on
+            CUDA where it applies, else compiled torch), "torch" (exact, eager) or "triton".
+            Softmax ignores it.
+    """
+
     def __init__(
         self,
         n_channels: int,
@@ -42,12 +74,12 @@ class PatchTST(ForecastModel):
         dropout: float = 0.3,
         head_dropout: float = 0.0,
         individual: bool = False,
-        attention: str = "softmax",
-        pos_encoding: str = "learned",
-        sink: str = "zero",
+        attention: Attention = "softmax",
+        pos_encoding: PosEncoding = "learned",
+        sink: Sink = "zero",
         revin: bool = True,
         revin_affine: bool = False,
-        attention_backend: str = "auto",
+        attention_backend: BackendName = "auto",
     ):
         super().__init__(locals(), positive=("patch_len", "stride"))
         if lookback < patch_len:

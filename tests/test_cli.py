@@ -26,6 +26,10 @@ def config(tiny_csv, tmp_path, monkeypatch) -> Path:
     """A tiny fit config whose CSVLogger writes under ``tmp_path/runs/tiny``."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["ts-continuum"])
+    return write_tiny_config(tmp_path, tiny_csv)
+
+
+def write_tiny_config(tmp_path: Path, tiny_csv: Path) -> Path:
     cfg = {
         "seed_everything": 0,
         "trainer": {
@@ -256,3 +260,74 @@ def test_predict_never_overwrites_a_predictions_file(config, tmp_path):
     message = refused("predict", "--config", str(config), "--ckpt_path", best,
                       "--trainer.logger.init_args.version", "7")
     assert "predictions.csv" in message and (folder / "predictions.csv").read_text() == "mine\n"
+
+
+# --- 8. the model option offers the library's models ------------------------------------------
+def test_help_offers_the_librarys_models_not_every_torch_module(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setattr(sys, "argv", ["ts-continuum"])
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    out = capsys.readouterr().out
+    entry = out[out.index("  --model.model "):out.index("  --model.loss")]  # used to list ~310 nn.Modules
+    assert "ts_continuum.models.PatchTST" in entry and "ts_continuum.models.EncoderTransformer" in entry
+    assert "torch.nn" not in entry and "ForecastModel" in entry and "--model.model.help" in entry
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(ROOT / "configs")))
+def test_every_config_parses_with_its_model(path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["ts-continuum"])
+    with pytest.raises(SystemExit) as info:
+        main(["fit", "--config", str(path), "--print_config"])
+    assert info.value.code in (0, None)
+    printed = yaml.safe_load(capsys.readouterr().out)["model"]["model"]
+    assert printed["class_path"] == yaml.safe_load(path.read_text())["model"]["model"]["class_path"]
+
+
+def test_a_forecast_model_of_your_own_trains_and_tests_from_the_cli(config, tmp_path, monkeypatch):
+    (tmp_path / "my_forecast_models.py").write_text(
+        "from ts_continuum.models import PatchTST\n\n\n"
+        "class MyPatchTST(PatchTST):\n"
+        '    """PatchTST under another name."""\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mine = ("--model.model", "my_forecast_models.MyPatchTST")
+    best = fit(config, *mine).trainer.checkpoint_callback.best_model_path
+    cli = ForecastCLI(args=["test", "--config", str(config), "--ckpt_path", best, *mine])
+    assert type(cli.model.model).__name__ == "MyPatchTST"
+    message = refused("test", "--config", str(config), "--ckpt_path", best)  # the config's PatchTST
+    assert "model class: given 'ts_continuum.models.patchtst.PatchTST' (checkpoint: " \
+           "'my_forecast_models.MyPatchTST')" in message
+
+
+# --- 9. bad options and data: one line, before the run folder is touched -----------------------
+@pytest.mark.parametrize("args,match", [
+    (["--data.dataset", "ETTh3"], "'ETTh3' is neither a bundled dataset"),
+    (["--data.columns", "[a,zz]"], "columns ['zz'] are not in"),
+    (["--data.drop", "1.5"], "drop must be a fraction"),
+    (["--model.model.init_args.d_model", "10", "--model.model.init_args.n_heads", "4"], "divisible by n_heads"),
+    (["--data.lookback", "300"], "too little history"),  # used to fail inside trainer.fit
+    (["--model.lr", "-1"], "lr must be a positive number, got -1.0"),  # Adam's error, after config.yaml
+    (["--model.weight_decay", "-0.1"], "weight_decay must be a number >= 0"),
+])
+def test_bad_options_and_data_are_refused_in_one_line_before_the_run_folder(config, tmp_path, args, match):
+    assert match in refused("fit", "--config", str(config), *args)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(lr=0.0), "lr must be a positive number"), (dict(lr=float("nan")), "lr must be a positive number"),
+    (dict(weight_decay=-1e-4), "weight_decay must be a number >= 0"),
+])
+def test_the_module_refuses_optimiser_settings_adam_takes_or_refuses_only_in_fit(kw, match):
+    from ts_continuum.models import PatchTST
+    model = PatchTST(n_channels=1, lookback=24, horizon=6, patch_len=8, stride=4, d_model=8, n_heads=2, n_layers=1)
+    with pytest.raises(ValueError, match=match):
+        ForecastingModule(model, **kw)
+
+
+def test_errors_that_are_not_bad_input_keep_their_traceback(config, monkeypatch):
+    def broken(self, stage=None):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(ForecastDataModule, "setup", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["fit", "--config", str(config)])

@@ -7,11 +7,17 @@ The data module's lookback, horizon and channel count are linked into the model,
 names them once (a different value given for the model is refused, not overwritten). Each run
 writes into its own folder and refuses one that holds an earlier run's files; ``validate``,
 ``test`` and ``predict`` need ``--ckpt_path``; ``predict`` writes ``predictions.csv``.
+
+A ``--ckpt_path`` must be a ts-continuum checkpoint whose model the config rebuilds exactly (the run's
+own ``config.yaml`` does); resuming refuses module options it could not apply. Bad options and data
+are reported in one line instead of a traceback.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +37,40 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from ..data import ForecastDataModule
-from .module import DEFAULT_PCT_START, ForecastingModule, pct_start_unused
+from .module import DEFAULT_PCT_START, ForecastingModule, ResumeError, pct_start_unused
 
 LINKED = ("lookback", "horizon", "n_channels")  # data module attribute -> model argument
 PREDICTIONS = "predictions"  # predictions.csv, or predictions-rank<N>.csv from several processes
 INDEX_COLUMNS = ("window", "origin", "time", "step")
 # what a run leaves in its folder; CSVLogger deletes an existing metrics.csv as soon as it starts
 RUN_FILES = ("config.yaml", "hparams.yaml", "metrics.csv", "checkpoints")
+SAME_MATHS = ("attention_backend",)  # model arguments a checkpoint may be loaded with another value of
+CKPT_ENTRIES = ("pytorch-lightning_version", "state_dict", "model_class", "model_config")  # every fit writes them
+CKPT_EXAMPLE = "runs/<name>/version_<N>/checkpoints/best-....ckpt (or last.ckpt)"
 
 
 class CLIError(ValueError):
     """A command line or config the CLI refuses; ``main`` prints it without a traceback."""
+
+
+@contextmanager
+def user_input_errors() -> Iterator[None]:
+    """Constructors and the data module refuse bad options and data with ValueError or FileNotFoundError,
+    whose message says what to change: reported as a CLIError instead of behind 20 frames of
+    jsonargparse and Lightning. Other exception types are bugs and keep their traceback."""
+    try:
+        yield
+    except CLIError:
+        raise
+    except (ValueError, FileNotFoundError) as error:
+        raise CLIError(str(error)) from error
+
+
+def run_config(ckpt_path: str) -> Path | None:
+    """The config.yaml that fit saved for the run a checkpoint belongs to (``<run>/checkpoints/x.ckpt``)."""
+    folder = Path(ckpt_path).parent
+    path = folder.parent / "config.yaml"
+    return path if folder.name == "checkpoints" and path.is_file() else None
 
 
 class PredictionWriter(BasePredictionWriter):
@@ -120,6 +149,7 @@ class ForecastCLI(LightningCLI):
     def __init__(self, model_class: type[LightningModule] = ForecastingModule,
                  datamodule_class: type[ForecastDataModule] = ForecastDataModule, **kwargs: Any) -> None:
         self._model_given: dict[str, Any] = {}
+        self._ckpt: dict[str, Any] | None = None  # the --ckpt_path entries the checks use, read once
         self._resumed_best: str | None = None  # the resumed run's best checkpoint, carried into this run
         super().__init__(model_class, datamodule_class, auto_configure_optimizers=False, **kwargs)
 
@@ -133,20 +163,33 @@ class ForecastCLI(LightningCLI):
 
     # --- checks before anything runs ------------------------------------------------------
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
-        """Also records the model arguments the user set that links would overwrite silently."""
+        """Also records the values the user set, which links and the checkpoint would overwrite silently,
+        and checks ``--ckpt_path`` before Lightning reads it."""
         super().parse_arguments(parser, args)  # first: --help / --print_config exit here as usual
+        subcommand = self.config.get("subcommand")
+        given = self._given(parser, args, subcommand)
+        self._model_given = {k: given.get(f"model.model.init_args.{k}") for k in LINKED} if given else {}
+        if subcommand is None:
+            return
+        self._check_ckpt_path(subcommand)
+        self._ckpt = self._read_ckpt(subcommand)
+        if self._ckpt is not None and given is not None:
+            self._check_module_options(subcommand, given)
+
+    @staticmethod
+    def _given(parser: LightningArgumentParser, args: ArgsType, subcommand: str | None) -> Namespace | None:
+        """What the command line and configs set, without defaults or links (None if not available)."""
         if skip_apply_links is None:
             rank_zero_warn("this jsonargparse version hides skip_apply_links: model lookback/horizon/n_channels "
-                           "given by hand are not checked against the data's (the data's values are used)")
-            return
+                           "given by hand are not checked against the data's (the data's values are used), nor "
+                           "module options against a checkpoint's (the checkpoint's are used)")
+            return None
         with skip_apply_links():  # defaults=False: only what the command line and configs set
             if isinstance(args, (dict, Namespace)):
                 given = parser.parse_object(args, defaults=False)
             else:
                 given = parser.parse_args(args, defaults=False)
-        subcommand = self.config.get("subcommand")
-        given = given.get(subcommand) if subcommand else given
-        self._model_given = {k: given.get(f"model.model.init_args.{k}") for k in LINKED} if given else {}
+        return given.get(subcommand) if subcommand else given
 
     def before_instantiate_classes(self) -> None:
         data = self._get(self.config, "data")
@@ -156,11 +199,17 @@ class ForecastCLI(LightningCLI):
         pct_start, schedule = module.get("pct_start", DEFAULT_PCT_START), module.get("lr_schedule")
         if pct_start != DEFAULT_PCT_START and schedule != "onecycle":  # as the module would, without a traceback
             raise CLIError(pct_start_unused(pct_start, schedule))
-        if self.subcommand is not None:
-            self._check_ckpt_path()
+
+    def instantiate_classes(self) -> None:
+        with user_input_errors():
+            super().instantiate_classes()
 
     def after_instantiate_classes(self) -> None:
         self._check_linked("n_channels", self.datamodule.n_channels)
+        if self._ckpt is not None:
+            self._check_ckpt_model()
+        with user_input_errors():  # too little history for the splits: refused now, not inside trainer.fit
+            self.datamodule.setup(self.subcommand)
         if self.subcommand is not None:
             self._check_run_folder()
 
@@ -175,22 +224,90 @@ class ForecastCLI(LightningCLI):
         raise CLIError(f"the model's {name} ({value}) differs from the data's ({data_value}): the data module's "
                        f"{name} is passed to the model, so remove model.model.init_args.{name}; {how}")
 
-    def _check_ckpt_path(self) -> None:
+    def _check_ckpt_path(self, subcommand: str) -> None:
         """Evaluating without weights would score a freshly initialised model; "best" and "last" refer
         to checkpoints of this run's own, new folder, so they would find nothing."""
-        ckpt_path = self.config[self.subcommand].get("ckpt_path")
-        example = "runs/<name>/version_<N>/checkpoints/best-....ckpt (or last.ckpt)"
+        ckpt_path = self.config[subcommand].get("ckpt_path")
         if ckpt_path is None:
-            if self.subcommand != "fit":
-                raise CLIError(f"{self.subcommand} needs --ckpt_path, the checkpoint to evaluate (written by fit), "
-                               f"e.g. {example}; without one it would score an untrained model")
+            if subcommand != "fit":
+                raise CLIError(f"{subcommand} needs --ckpt_path, the checkpoint to evaluate (written by fit), "
+                               f"e.g. {CKPT_EXAMPLE}; without one it would score an untrained model")
             return
         if ckpt_path in ("best", "last"):
             raise CLIError(f"--ckpt_path {ckpt_path} is not supported: every run writes into a new folder, where "
-                           f"there is no {ckpt_path} checkpoint yet; pass the checkpoint file, e.g. {example}")
+                           f"there is no {ckpt_path} checkpoint yet; pass the checkpoint file, e.g. {CKPT_EXAMPLE}")
         special = ckpt_path == "hpc" or str(ckpt_path).startswith("registry") or "://" in str(ckpt_path)
         if not special and not Path(ckpt_path).is_file():
             raise CLIError(f"--ckpt_path {ckpt_path}: no such file")
+
+    def _read_ckpt(self, subcommand: str) -> dict[str, Any] | None:
+        """The entries of ``--ckpt_path`` the checks need, read once. Lightning would fail on a file that
+        is not a ts-continuum checkpoint with a torch traceback (UnpicklingError, KeyError)."""
+        path = self.config[subcommand].get("ckpt_path")
+        if path is None or not Path(path).is_file():
+            return None  # "hpc", registry and remote paths: Lightning resolves them
+        how = f"pass a .ckpt file written by ts-continuum fit, e.g. {CKPT_EXAMPLE}"
+        try:
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)  # as Lightning reads it
+        except Exception as error:  # whatever torch makes of the user's file, it is no checkpoint to use
+            raise CLIError(f"--ckpt_path {path} cannot be read as a checkpoint ({type(error).__name__}); {how}") \
+                from error
+        missing = [k for k in CKPT_ENTRIES if k not in ckpt] if isinstance(ckpt, dict) else list(CKPT_ENTRIES)
+        if missing:
+            raise CLIError(f"--ckpt_path {path} is not a ts-continuum checkpoint (it lacks {', '.join(missing)}); "
+                           f"{how}")
+        return {k: ckpt.get(k) for k in ("model_class", "model_config", "hyper_parameters", "callbacks")}
+
+    def _check_module_options(self, subcommand: str, given: Namespace) -> None:
+        """Lightning writes the checkpoint's module options (lr, loss, schedule, ...) over the config
+        without a word. Resuming could not apply a different value given (the optimiser and schedule
+        state are restored), so it is refused; evaluating does not use them, so a warning is enough."""
+        saved = self._ckpt.get("hyper_parameters") or {}
+        differ = {k: (given.get(f"model.{k}"), old) for k, old in saved.items()
+                  if not k.startswith("_") and k != "model" and given.get(f"model.{k}") not in (None, old)}
+        if not differ:
+            return
+        text = ", ".join(f"{k}={new!r} (checkpoint {old!r})" for k, (new, old) in differ.items())
+        path = self.config[subcommand]["ckpt_path"]
+        if subcommand != "fit":
+            rank_zero_warn(f"{subcommand} ignores {text}: it uses the checkpoint's training options, which do not "
+                           "change its results")
+            return
+        own = run_config(path)
+        drop = f"drop {'the option' if len(differ) == 1 else 'these options'}" + (
+            f" (or resume with the run's own --config {own})" if own else "")
+        raise CLIError(f"resuming from {path} continues the checkpoint's optimiser and schedule, so {text} cannot "
+                       f"take effect. To resume as trained, {drop}; to train on from these weights with other "
+                       "options, start a new run from ForecastingModule.from_checkpoint in Python")
+
+    def _check_ckpt_model(self) -> None:
+        """Lightning loads only the checkpoint's weights, into the model this config builds: other
+        arguments fail in load_state_dict, or silently score another model (attention, dropout)."""
+        model = getattr(self.model, "model", None)
+        if model is None:
+            return
+        built = f"{type(model).__module__}.{type(model).__qualname__}"
+        saved_class, saved = self._ckpt["model_class"], self._ckpt["model_config"]
+        config = getattr(model, "config", {})
+        if built != saved_class:
+            differ = {"model class": (built, saved_class)}
+        else:
+            differ = {k: (config.get(k, "(no such argument)"), old) for k, old in saved.items()
+                      if k not in SAME_MATHS and config.get(k, "(no such argument)") != old}
+        if not differ:
+            return
+        path = self.config[self.subcommand]["ckpt_path"]
+        items = ", ".join(f"{k}: given {new!r} (checkpoint: {old!r})" for k, (new, old) in differ.items())
+        own = run_config(path)
+        fix = (f"use the config it was trained with, --config {own}" if own else
+               "give the checkpoint's values")
+        if differ.keys() & set(LINKED):
+            fix += " (lookback, horizon and n_channels come from --data.lookback, --data.horizon, --data.columns)"
+        if "attention" in differ:
+            fix += ("; to score these weights with the other attention on purpose, use "
+                    "ForecastingModule.from_checkpoint(path, attention=...) in Python")
+        raise CLIError(f"--ckpt_path {path} holds a model trained with other arguments than this config gives: "
+                       f"{items}. Its weights would fail to load or score another model than was trained; {fix}")
 
     def _check_run_folder(self) -> None:
         """Stops before the trainer touches the run folder if an earlier run left its files there."""
@@ -235,12 +352,11 @@ class ForecastCLI(LightningCLI):
         ckpt = self.trainer.checkpoint_callback
         if not (ckpt_path and isinstance(ckpt, ModelCheckpoint) and ckpt.monitor and ckpt.save_top_k != 0):
             return
-        try:
-            state = torch.load(ckpt_path, map_location="cpu", weights_only=True).get("callbacks", {}).get(ckpt.state_key)
-        except Exception as exc:  # an unreadable or foreign checkpoint: Lightning's own resume says more
-            rank_zero_warn(f"could not read the resumed run's best score from {ckpt_path} ({exc}); the after-fit "
-                           "test chooses among this run's checkpoints only")
+        if self._ckpt is None:  # "hpc", registry or remote: only Lightning reads it
+            rank_zero_warn(f"could not read the resumed run's best score from {ckpt_path} (not a local file); the "
+                           "after-fit test chooses among this run's checkpoints only")
             return
+        state = (self._ckpt.get("callbacks") or {}).get(ckpt.state_key)
         if not state or state.get("best_model_score") is None or not state.get("best_model_path"):
             return
         path = state["best_model_path"]
@@ -276,7 +392,7 @@ class ForecastCLI(LightningCLI):
 def main(args: ArgsType = None) -> None:
     try:
         ForecastCLI(args=args)
-    except CLIError as error:
+    except (CLIError, ResumeError) as error:  # ResumeError: from the module, when fit restores the checkpoint
         sys.exit(f"ts-continuum: error: {error}")
 
 

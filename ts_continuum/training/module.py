@@ -1,6 +1,7 @@
 """``ForecastingModule``: the training logic (loss, metrics, optimiser, schedules) around any model.
 
-The model is a plain ``nn.Module`` taking ``(x, x_mask, x_time)`` and returning ``(B, H, C)``;
+The model is a ``ForecastModel`` (``ts_continuum.models.base``: ``PatchTST``, ``EncoderTransformer`` or
+a subclass of your own) taking ``(x, x_mask, x_time)`` and returning ``(B, H, C)``;
 batches are dicts with ``x``, ``x_mask``, ``x_time``, ``y`` and optionally ``y_mask`` (targets that
 exist; irregular futures leave gaps, which take no part in loss or metrics);
 this module knows nothing of its insides except ``set_attention`` (switch softmax <-> continuous)
@@ -12,13 +13,17 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import numbers
 from typing import Literal, get_args
 
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.trainer.states import TrainerFn
 from torch import nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError
+
+from ..models.base import ForecastModel
 
 # Literal annotations: the CLI lists the choices in --help and refuses others when parsing
 Loss = Literal["mse", "mae", "huber"]
@@ -26,6 +31,25 @@ Schedule = Literal["type3", "onecycle", "constant", "cosine"]
 LOSSES = {"mse": F.mse_loss, "mae": F.l1_loss, "huber": F.smooth_l1_loss}
 SCHEDULES = get_args(Schedule)
 DEFAULT_PCT_START = 0.3
+STEPS_KEY = "lr_schedule_steps"  # checkpoint entry: the optimiser steps a onecycle/cosine schedule was planned for
+
+
+class ResumeError(ValueError):
+    """A checkpoint this fit cannot resume as configured (the ``ts-continuum`` command prints it without a
+    traceback)."""
+
+
+def check_optimiser(lr: float, weight_decay: float) -> None:
+    """Adam refuses a negative lr only when fit starts (after the run folder and its config are
+    written), and lets NaN through."""
+    if not (_finite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    if not (_finite(weight_decay) and weight_decay >= 0):
+        raise ValueError(f"weight_decay must be a number >= 0 (0: none), got {weight_decay!r}")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def pct_start_unused(pct_start: float, lr_schedule: str) -> str:
@@ -38,19 +62,20 @@ class ForecastingModule(L.LightningModule):
     """Trains and scores a forecaster: loss, MSE/MAE metrics, Adam and a learning-rate schedule.
 
     Args:
-        model: the forecaster (e.g. ``PatchTST``); in YAML a ``class_path`` + ``init_args``.
+        model: the forecaster, a ``ForecastModel``: ``PatchTST``, ``EncoderTransformer`` or your own
+            subclass; in YAML a ``class_path`` + ``init_args`` (its arguments: ``--model.model.help PatchTST``).
         loss: training loss (MSE and MAE are always reported).
-        lr: Adam learning rate (the peak rate for "onecycle").
+        lr: Adam learning rate, > 0 (the peak rate for "onecycle").
         lr_schedule: "type3" (PatchTST: constant for 4 epochs, then x0.9 per epoch), "onecycle"
             (PatchTST's "TST": one cycle over all steps), "cosine" (decay to 0 over all steps) or
             "constant".
         pct_start: fraction of the steps in which "onecycle" warms up; only "onecycle" uses it.
-        weight_decay: Adam weight decay.
+        weight_decay: Adam weight decay, >= 0.
     """
 
     def __init__(
         self,
-        model: nn.Module,
+        model: ForecastModel,
         loss: Loss = "mse",
         lr: float = 1e-4,
         lr_schedule: Schedule = "type3",
@@ -62,6 +87,7 @@ class ForecastingModule(L.LightningModule):
             raise ValueError(f"loss must be one of {list(LOSSES)}, got {loss!r}")
         if lr_schedule not in SCHEDULES:
             raise ValueError(f"lr_schedule must be one of {list(SCHEDULES)}, got {lr_schedule!r}")
+        check_optimiser(lr, weight_decay)
         if not 0.0 < pct_start < 1.0:
             raise ValueError(f"pct_start must be a fraction in (0, 1), got {pct_start!r}")
         if pct_start != DEFAULT_PCT_START and lr_schedule != "onecycle":
@@ -70,6 +96,7 @@ class ForecastingModule(L.LightningModule):
             raise ValueError(pct_start_unused(pct_start, lr_schedule))
         self.model = model
         self.save_hyperparameters(ignore=["model"])
+        self._schedule_steps: int | None = None  # set by configure_optimizers for the step-wise schedules
         self.loss_fn = LOSSES[loss]
         self.metrics = nn.ModuleDict(
             {f"{split}_{name}": cls() for split in ("val", "test") for name, cls in
@@ -133,6 +160,7 @@ class ForecastingModule(L.LightningModule):
             sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.9 ** max(0, epoch - 3))
             return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
         total = max(1, int(self.trainer.estimated_stepping_batches))
+        self._schedule_steps = total
         if schedule == "onecycle":
             sched = torch.optim.lr_scheduler.OneCycleLR(
                 opt, max_lr=self.hparams.lr, total_steps=total, pct_start=self.hparams.pct_start
@@ -146,6 +174,28 @@ class ForecastingModule(L.LightningModule):
         cls = type(self.model)
         checkpoint["model_class"] = f"{cls.__module__}.{cls.__qualname__}"
         checkpoint["model_config"] = dict(getattr(self.model, "config", {}))
+        if self._schedule_steps is not None:
+            checkpoint[STEPS_KEY] = self._schedule_steps
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Refuses to resume a onecycle/cosine schedule over another number of steps: the restored
+        schedule keeps its own plan, so OneCycleLR fails deep in torch once it runs past it, and cosine
+        jumps to another learning-rate curve without a word."""
+        trainer = self._trainer  # None when loaded outside a Trainer (load_from_checkpoint)
+        planned = planned_steps(checkpoint)
+        if trainer is None or trainer.state.fn != TrainerFn.FITTING or planned is None:
+            return
+        estimate = trainer.estimated_stepping_batches
+        steps = max(1, int(estimate)) if math.isfinite(estimate) else estimate
+        if steps != planned:
+            schedule = checkpoint.get("hyper_parameters", {}).get("lr_schedule", "step-wise")
+            raise ResumeError(
+                f"the checkpoint's {schedule} learning-rate schedule was planned for {planned} optimiser steps, "
+                f"but this run would take {steps}. A resumed fit continues that schedule, so it needs the "
+                "settings that decided the count: the same max_epochs (or max_steps), batches per epoch "
+                "(limit_train_batches, batch_size, the data), accumulate_grad_batches and devices as the run that "
+                "wrote it. To train longer, start a new run instead (from these weights: "
+                "ForecastingModule.from_checkpoint)")
 
     @classmethod
     def from_checkpoint(cls, path: str, map_location="cpu", **model_overrides) -> "ForecastingModule":
@@ -163,3 +213,13 @@ class ForecastingModule(L.LightningModule):
         module = cls(model=model, **hparams)
         module.load_state_dict(ckpt["state_dict"])
         return module
+
+
+def planned_steps(checkpoint: dict) -> int | None:
+    """The optimiser steps a checkpoint's onecycle/cosine schedule was planned for (None: per-epoch or
+    constant). Checkpoints from before ``STEPS_KEY`` was written still hold OneCycleLR's own count."""
+    if STEPS_KEY in checkpoint:
+        return int(checkpoint[STEPS_KEY])
+    schedulers = checkpoint.get("lr_schedulers") or []
+    total = schedulers[0].get("total_steps") if schedulers and isinstance(schedulers[0], dict) else None
+    return int(total) if total is not None else None

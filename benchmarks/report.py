@@ -489,7 +489,8 @@ def plot_bars(df: pd.DataFrame, path: Path) -> None:
 
 
 def load_pooled(sources: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Finished and failed cells of several folders; seeds become '<folder>:<seed>'."""
+    """Finished and failed cells of several folders; seeds and cell ids become '<folder>:<seed>' and
+    '<folder>:<cell id>' (the same cell id in two folders names two runs)."""
     names = [Path(s).name for s in sources]
     clash = sorted({n for n in names if names.count(n) > 1})
     if clash:
@@ -500,6 +501,7 @@ def load_pooled(sources: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
         for frame, target in ((load(src), done), (load_failed(src), failed)):
             frame = frame.copy()
             frame["seed"] = src.name + ":" + frame["seed"].astype(str)
+            frame["cell_id"] = src.name + ":" + frame["cell_id"].astype(str)
             target.append(frame)
     return pd.concat(done, ignore_index=True), pd.concat(failed, ignore_index=True)
 

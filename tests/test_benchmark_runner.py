@@ -169,6 +169,19 @@ def test_report_names_runs_left_out_of_the_pairs(tmp_path):
     assert "| regular | 1 | -0.0100" in text, text
 
 
+def test_pooled_report_names_a_run_whose_partner_is_in_another_folder_only(tmp_path):
+    """Cell ids repeat across pooled folders: a partner there must not hide an unpaired run here."""
+    from benchmarks import report
+
+    for folder, attentions in (("cpu", ("softmax", "continuous")), ("gpu", ("softmax",))):
+        (tmp_path / folder).mkdir()
+        for attention in attentions:
+            run.append(tmp_path / folder / "results.csv", result_row(attention=attention, cell_id=f"{attention}-0"))
+    report.main(["--pool", str(tmp_path / "pooled"), str(tmp_path / "cpu"), str(tmp_path / "gpu")])
+    text = (tmp_path / "pooled" / "summary.md").read_text()
+    assert "3 finished cells, 0 failed, 1 without their partner" in text and "- gpu:softmax-0" in text, text
+
+
 def test_report_refuses_runs_it_would_average_into_one_pair(tmp_path, capsys):
     from benchmarks import report
 

@@ -299,6 +299,29 @@ def test_a_forecast_model_of_your_own_trains_and_tests_from_the_cli(config, tmp_
            "'my_forecast_models.MyPatchTST')" in message
 
 
+def test_a_forecast_model_without_attention_trains_from_the_cli(config, tmp_path, monkeypatch):
+    """ForecastModel is the base for any forecaster: one without the attention options works too."""
+    (tmp_path / "my_linear.py").write_text(
+        "from torch import nn\n\nfrom ts_continuum.models.base import ForecastModel\n\n\n"
+        "class Linear(ForecastModel):\n"
+        '    """One linear map from the lookback to the horizon, per channel."""\n\n'
+        "    def __init__(self, n_channels: int, lookback: int = 24, horizon: int = 6):\n"
+        "        super().__init__(locals())\n"
+        "        self.linear = nn.Linear(lookback, horizon)\n\n"
+        "    def forward(self, x, x_mask=None, x_time=None):\n"
+        "        self.check_input(x, x_mask, x_time)\n"
+        "        return self.linear(x.nan_to_num().transpose(1, 2)).transpose(1, 2)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = yaml.safe_load(config.read_text())
+    cfg["model"]["model"] = {"class_path": "my_linear.Linear"}
+    linear = tmp_path / "linear.yaml"
+    linear.write_text(yaml.safe_dump(cfg))
+    cli = fit(linear)
+    assert type(cli.model.model).__name__ == "Linear" and cli.trainer.current_epoch == 1
+    with pytest.raises(ValueError, match="Linear has no attention to switch"):
+        cli.model.model.set_attention("continuous")
+
+
 # --- 9. bad options and data: one line, before the run folder is touched -----------------------
 @pytest.mark.parametrize("args,match", [
     (["--data.dataset", "ETTh3"], "'ETTh3' is neither a bundled dataset"),

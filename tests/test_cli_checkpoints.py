@@ -58,6 +58,13 @@ def test_a_config_whose_model_differs_from_the_checkpoints_is_refused_before_any
         assert item in message and f"--config {own}" in message and "attention" not in message, args
     assert "--data.horizon" in message  # linked values are set under data
     assert run_folders(tmp_path) == ["version_0"]  # nothing was written
+    # an option given on top of the run's own config: the fix is to drop it, not to pass that config
+    message = refused("test", "--config", str(own), "--ckpt_path", best, "--model.model.init_args.d_model", "16")
+    assert "d_model: given 16 (checkpoint: 8)" in message and "drop the option given on top of the run's config" in message
+    # dropout does nothing in evaluation: accepted there; a resumed fit would train another model
+    ForecastCLI(args=["validate", "--config", str(own), "--ckpt_path", best, "--model.model.init_args.dropout", "0.1"])
+    message = refused("fit", "--config", str(own), "--ckpt_path", last, "--model.model.init_args.dropout", "0.1")
+    assert "dropout: given 0.1 (checkpoint: 0.3)" in message and "continue training another model" in message
     # the run's own config rebuilds the model; another attention_backend computes the same
     cli = ForecastCLI(args=["test", "--config", str(own), "--ckpt_path", best,
                             "--model.model.init_args.attention_backend", "auto"])
@@ -99,9 +106,20 @@ def test_resuming_with_other_module_options_is_refused_and_evaluating_warns(conf
     assert second.model.hparams.loss == "mae" and second.trainer.current_epoch == 2
 
 
+def test_a_resumed_runs_config_does_not_resume_or_evaluate_the_earlier_checkpoint_again(config, tmp_path):
+    """The saved config.yaml is for reuse: a ckpt_path in it would silently resume (or test) the earlier
+    run's checkpoint whenever the file is passed back without --ckpt_path."""
+    _, last = best_and_last(fit(config))
+    resumed = fit(config, "--ckpt_path", last, "--trainer.max_epochs", "2")
+    saved = Path(resumed.trainer.log_dir) / "config.yaml"
+    assert yaml.safe_load(saved.read_text())["ckpt_path"] is None
+    assert "test needs --ckpt_path" in refused("test", "--config", str(saved))
+    assert fit(saved, "--trainer.max_epochs", "1").trainer.current_epoch == 1  # a fresh run, not a resume
+
+
 # --- 3. a resumed onecycle/cosine schedule keeps its length --------------------------------------
 @pytest.mark.parametrize("schedule", ["onecycle", "cosine"])
-def test_resuming_a_step_schedule_over_more_steps_is_refused(config, schedule):
+def test_resuming_a_step_schedule_over_more_steps_is_refused(config, tmp_path, schedule):
     _, last = best_and_last(fit(config, "--model.lr_schedule", schedule))
     if schedule == "onecycle":  # as a checkpoint written before the plan was stored: OneCycleLR's own count
         ckpt = torch.load(last, weights_only=False)
@@ -111,6 +129,7 @@ def test_resuming_a_step_schedule_over_more_steps_is_refused(config, schedule):
     message = refused("fit", "--config", str(config), "--ckpt_path", last, "--trainer.max_epochs", "2")
     assert f"{schedule} learning-rate schedule was planned for 2 optimiser steps, but this run would take 4" in message
     assert "max_epochs" in message and "limit_train_batches" in message
+    assert run_folders(tmp_path) == ["version_0"]  # the refused run's config.yaml and folder are removed
 
 
 def test_python_resume_refuses_a_longer_onecycle_and_continues_an_interrupted_one(tiny_csv, tmp_path):

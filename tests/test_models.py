@@ -217,18 +217,6 @@ def test_every_constructor_argument_is_described_for_the_cli_help(cls):
 
 
 @pytest.mark.parametrize("cls", MODELS)
-def test_a_config_of_plain_strings_from_an_older_checkpoint_still_builds_the_model(cls):
-    """Checkpoints store the options as plain strings (Literal types only change CLI parsing); the CLI
-    rebuilds a saved config.yaml the same way."""
-    saved = {**SMALL[cls], "attention": "continuous", "pos_encoding": "rope", "sink": "learned",
-             "attention_backend": "torch"}
-    model = cls(**saved)
-    assert {k: model.config[k] for k in saved} == saved
-    parsed = model_parser(cls).parse_object({"model": saved})
-    assert cls(**parsed.model.as_dict()).config == model.config
-
-
-@pytest.mark.parametrize("cls", MODELS)
 def test_wrong_input_shape_is_a_clear_error(cls):
     m = make(cls)
     with pytest.raises(ValueError, match="x must have shape"):

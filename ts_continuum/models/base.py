@@ -11,6 +11,11 @@ from .layers import ATTENTIONS, POS_ENCODINGS, SINKS, Attention, check_option
 
 
 class ForecastModel(nn.Module):
+    """Base of the library's forecasters, and of your own: a subclass passes its constructor's
+    ``locals()`` (at least ``n_channels``, ``lookback`` and ``horizon``), so checkpoints can rebuild
+    it and the CLI accepts it as ``--model.model``. The attention options are checked where the
+    model has them; models without attention need not have them."""
+
     def __init__(self, arguments: dict, positive: tuple[str, ...] = ()):
         super().__init__()
         self.config = {k: v for k, v in arguments.items() if k not in ("self", "__class__")}
@@ -20,13 +25,17 @@ class ForecastModel(nn.Module):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.n_channels, self.lookback, self.horizon = (self.config[k] for k in ("n_channels", "lookback", "horizon"))
         # the string options, checked before any layer is built (the CLI refuses them when parsing)
-        check_option("attention", self.config["attention"], ATTENTIONS)
-        self.pos_encoding = check_option("pos_encoding", self.config["pos_encoding"], POS_ENCODINGS)
-        check_option("sink", self.config["sink"], SINKS)
-        check_backend(self.config["attention_backend"], "attention_backend")
+        for name, choices in (("attention", ATTENTIONS), ("pos_encoding", POS_ENCODINGS), ("sink", SINKS)):
+            if name in self.config:
+                check_option(name, self.config[name], choices)
+        self.pos_encoding = self.config.get("pos_encoding")
+        if "attention_backend" in self.config:
+            check_backend(self.config["attention_backend"], "attention_backend")
 
     def set_attention(self, kind: Attention) -> None:
         """Switch every layer to ``"softmax"`` or ``"continuous"`` attention (same parameters)."""
+        if "attention" not in self.config:
+            raise ValueError(f"{type(self).__name__} has no attention to switch")
         self.encoder.set_attention(kind)
         self.config["attention"] = kind
 

@@ -32,7 +32,7 @@ except ImportError:  # moved in a later version: the linked-argument check is sk
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
-from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
+from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
@@ -45,6 +45,7 @@ INDEX_COLUMNS = ("window", "origin", "time", "step")
 # what a run leaves in its folder; CSVLogger deletes an existing metrics.csv as soon as it starts
 RUN_FILES = ("config.yaml", "hparams.yaml", "metrics.csv", "checkpoints")
 SAME_MATHS = ("attention_backend",)  # model arguments a checkpoint may be loaded with another value of
+EVAL_IDLE = ("dropout", "head_dropout")  # model arguments evaluation does not use (eval mode)
 CKPT_ENTRIES = ("pytorch-lightning_version", "state_dict", "model_class", "model_config")  # every fit writes them
 CKPT_EXAMPLE = "runs/<name>/version_<N>/checkpoints/best-....ckpt (or last.ckpt)"
 
@@ -71,6 +72,18 @@ def run_config(ckpt_path: str) -> Path | None:
     folder = Path(ckpt_path).parent
     path = folder.parent / "config.yaml"
     return path if folder.name == "checkpoints" and path.is_file() else None
+
+
+class RunConfigSaver(SaveConfigCallback):
+    """Saves the run's ``config.yaml`` with ``ckpt_path`` cleared: the file is what users pass back to
+    evaluate or resume the run, and a resumed run's file would otherwise silently resume (or test)
+    the earlier run's checkpoint again whenever it is reused without ``--ckpt_path``."""
+
+    def __init__(self, parser: LightningArgumentParser, config: Namespace, *args: Any, **kwargs: Any) -> None:
+        if config.get("ckpt_path") is not None:
+            config = config.clone()
+            config.ckpt_path = None
+        super().__init__(parser, config, *args, **kwargs)
 
 
 class PredictionWriter(BasePredictionWriter):
@@ -151,6 +164,7 @@ class ForecastCLI(LightningCLI):
         self._model_given: dict[str, Any] = {}
         self._ckpt: dict[str, Any] | None = None  # the --ckpt_path entries the checks use, read once
         self._resumed_best: str | None = None  # the resumed run's best checkpoint, carried into this run
+        kwargs.setdefault("save_config_callback", RunConfigSaver)
         super().__init__(model_class, datamodule_class, auto_configure_optimizers=False, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -282,7 +296,8 @@ class ForecastCLI(LightningCLI):
 
     def _check_ckpt_model(self) -> None:
         """Lightning loads only the checkpoint's weights, into the model this config builds: other
-        arguments fail in load_state_dict, or silently score another model (attention, dropout)."""
+        arguments fail in load_state_dict, score another model than was trained (attention), or
+        resume training as another model (dropout; evaluation does not use it)."""
         model = getattr(self.model, "model", None)
         if model is None:
             return
@@ -292,22 +307,53 @@ class ForecastCLI(LightningCLI):
         if built != saved_class:
             differ = {"model class": (built, saved_class)}
         else:
+            ignored = SAME_MATHS + (EVAL_IDLE if self.subcommand != "fit" else ())
             differ = {k: (config.get(k, "(no such argument)"), old) for k, old in saved.items()
-                      if k not in SAME_MATHS and config.get(k, "(no such argument)") != old}
+                      if k not in ignored and config.get(k, "(no such argument)") != old}
         if not differ:
             return
         path = self.config[self.subcommand]["ckpt_path"]
         items = ", ".join(f"{k}: given {new!r} (checkpoint: {old!r})" for k, (new, old) in differ.items())
         own = run_config(path)
-        fix = (f"use the config it was trained with, --config {own}" if own else
-               "give the checkpoint's values")
+        configs = [str(Path(str(c)).resolve()) for c in self.config[self.subcommand].get("config") or []]
+        if own and str(own.resolve()) in configs:  # the run's own config, changed on top of it
+            fix = f"drop the option{'s' if len(differ) > 1 else ''} given on top of the run's config"
+        elif own:
+            fix = f"use the config it was trained with, --config {own}"
+        else:
+            fix = "give the checkpoint's values"
         if differ.keys() & set(LINKED):
             fix += " (lookback, horizon and n_channels come from --data.lookback, --data.horizon, --data.columns)"
         if "attention" in differ:
             fix += ("; to score these weights with the other attention on purpose, use "
                     "ForecastingModule.from_checkpoint(path, attention=...) in Python")
+        what = ("resuming would continue training another model than was trained" if self.subcommand == "fit"
+                else "its weights would fail to load or score another model than was trained")
         raise CLIError(f"--ckpt_path {path} holds a model trained with other arguments than this config gives: "
-                       f"{items}. Its weights would fail to load or score another model than was trained; {fix}")
+                       f"{items}. {what[0].upper() + what[1:]}; {fix}")
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        try:
+            super()._run_subcommand(subcommand)
+        except ResumeError:  # raised while fit restores the checkpoint, after config.yaml was written
+            self._remove_run_files()
+            raise
+
+    def _remove_run_files(self) -> None:
+        """Removes what a refused run wrote into its folder, and the folder if that leaves it empty: the
+        run never started. ``_check_run_folder`` made sure no earlier run's files were there."""
+        folder = self.trainer.log_dir
+        if folder is None or not self.trainer.is_global_zero or not Path(folder).is_dir():
+            return  # remote loggers' folders are left as they are
+        folder = Path(folder)
+        for name in RUN_FILES:
+            path = folder / name
+            if path.is_file():
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+        if not any(folder.iterdir()):
+            folder.rmdir()
 
     def _check_run_folder(self) -> None:
         """Stops before the trainer touches the run folder if an earlier run left its files there."""

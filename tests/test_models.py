@@ -11,6 +11,7 @@ import pytest
 import torch
 from jsonargparse import ArgumentParser
 
+from ts_continuum.attention.op import SINKS
 from ts_continuum.models import EncoderTransformer, PatchTST, build_model
 from ts_continuum.models import patchtst as patchtst_module
 from ts_continuum.models.layers import MaskedBatchNorm, MultiHeadAttention
@@ -79,7 +80,7 @@ def test_unobserved_values_cannot_change_the_forecast(cls, attention):
 @pytest.mark.parametrize("cls", MODELS)
 @pytest.mark.parametrize("attention", ["softmax", "continuous"])
 @pytest.mark.parametrize("pos_encoding", ["learned", "rope", "none"])
-@pytest.mark.parametrize("sink", ["zero", "learned"])
+@pytest.mark.parametrize("sink", SINKS)
 def test_irregular_path_on_complete_data_equals_the_regular_path(cls, attention, pos_encoding, sink, monkeypatch):
     """A learned sink key is not rotated, so RoPE's origin must be the same on both paths."""
     m = make(cls, attention=attention, pos_encoding=pos_encoding, sink=sink)

@@ -16,7 +16,7 @@ import torch
 from ts_continuum.data import ForecastDataModule
 from ts_continuum.models import EncoderTransformer
 from ts_continuum.training import ForecastingModule
-from ts_continuum.training.cli import PredictionWriter
+from ts_continuum.training.prediction_writer import PredictionWriter
 
 
 def main(csv: str, out: str, devices: int) -> None:

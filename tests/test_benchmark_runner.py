@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from benchmarks import run
-from benchmarks.report import paired_stats
+from benchmarks.paired_comparison import paired_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -246,7 +246,7 @@ def test_train_cost_configs_name_the_yaml_files_or_fail_clearly():
 
 
 def test_early_training_table_pairs_curves_per_regime_and_per_horizon():
-    from benchmarks import report
+    from benchmarks import report_tables
 
     rows = []
     for horizon, regime, seed, soft, cont in ((96, "regular", 0, [0.70, 0.60], [0.68, 0.61]),
@@ -257,20 +257,20 @@ def test_early_training_table_pairs_curves_per_regime_and_per_horizon():
             rows.append(dict(model="patchtst", pos_encoding="learned", dataset="ETTh1", horizon=horizon, regime=regime,
                              seed=seed, attention=attention, val_curve=json.dumps(curve)))
     df = pd.DataFrame(rows)
-    by_horizon = report.early_table(df, epochs=2, by="horizon")
+    by_horizon = report_tables.early_table(df, epochs=2, by="horizon")
     assert "| 96 | 1 | 2 | -0.0200 [" in by_horizon and "| 2/2 |" in by_horizon
     assert "| 336 | 1 | 2 | +0.0300 [" in by_horizon and "| 336 | 2 | 1 | +0.0200 [" in by_horizon
     assert "| all | 1 | 4 | +0.0050 [" in by_horizon
-    by_regime = report.early_table(df, epochs=2)
+    by_regime = report_tables.early_table(df, epochs=2)
     assert "| drop60 | 2 | 1 | -0.0100 [" in by_regime and "| regular | 1 | 3 | +0.0133 [" in by_regime
     # a tie is neither lower nor higher, and the count says so
     tied = pd.concat([df, df.iloc[:2].assign(seed=7, val_curve=json.dumps([0.5, 0.4]))])
-    assert "| 96 | 1 | 3 | -0.0133 [" in report.early_table(tied, epochs=1, by="horizon").split("| 336 |")[0]
-    assert "| 2/3 (1 level) |" in report.early_table(tied, epochs=1, by="horizon")
+    assert "| 96 | 1 | 3 | -0.0133 [" in report_tables.early_table(tied, epochs=1, by="horizon").split("| 336 |")[0]
+    assert "| 2/3 (1 level) |" in report_tables.early_table(tied, epochs=1, by="horizon")
 
 
 def test_curve_agreement_is_relative_to_softmax_at_the_same_epoch():
-    from benchmarks import report
+    from benchmarks import report_tables
 
     rows = []
     for seed, soft, cont in ((0, [0.50, 0.40], [0.51, 0.40]),   # 2 %, 0 %
@@ -280,20 +280,20 @@ def test_curve_agreement_is_relative_to_softmax_at_the_same_epoch():
                              seed=seed, attention=attention, test_curve=json.dumps(curve)))
     rows.append(dict(model="patchtst", pos_encoding="learned", dataset="ETTh2", horizon=192, regime="drop60",
                      seed=0, attention="softmax", test_curve="[0.3]"))  # no partner: ignored
-    line = report.curve_agreement(pd.DataFrame(rows))
+    line = report_tables.curve_agreement(pd.DataFrame(rows))
     assert line.startswith("2 pairs, 4 epochs:")
     assert "median 0.4 %" in line and "under 1 % in 75 % of epochs" in line
     assert "the largest: 2.0 % (patchtst learned, ETTh2-192 regular seed 0, epoch 1, continuous higher); " \
            "0.8 % (patchtst learned, ETTh2-192 regular seed 1, epoch 1, continuous higher); 0.0 %" in line
     assert "epoch 2, continuous level" in line  # equal MSE is neither side
-    assert report.curve_agreement(pd.DataFrame(rows[-1:])) == ""
+    assert report_tables.curve_agreement(pd.DataFrame(rows[-1:])) == ""
     # Pairs that differ only in model or positions are counted apart, not merged by their description.
     rope = [dict(row, pos_encoding="rope") for row in rows[:-1]]
-    assert report.curve_agreement(pd.DataFrame(rows + rope)).startswith("4 pairs, 8 epochs:")
+    assert report_tables.curve_agreement(pd.DataFrame(rows + rope)).startswith("4 pairs, 8 epochs:")
 
 
 def test_lead_persistence_compares_epoch_three_with_the_kept_checkpoint():
-    from benchmarks import report
+    from benchmarks import report_tables
 
     rows = []
     for dataset, seed, soft, cont in (("ETTh1", 0, ([0.5, 0.45, 0.40, 0.38], 0.38), ([0.5, 0.45, 0.36, 0.40], 0.40)),
@@ -303,11 +303,11 @@ def test_lead_persistence_compares_epoch_three_with_the_kept_checkpoint():
         for attention, (curve, kept) in (("softmax", soft), ("continuous", cont)):
             rows.append(dict(model="patchtst", pos_encoding="learned", dataset=dataset, horizon=96, regime="regular",
                              seed=seed, attention=attention, test_curve=json.dumps(curve), test_mse=kept))
-    table = report.lead_persistence_table(pd.DataFrame(rows))
+    table = report_tables.lead_persistence_table(pd.DataFrame(rows))
     # ETTh1: seed 0 ahead at epoch 3 (-10 %), behind at its kept epoch 4 (+5.26 %); seed 1 behind both (+5 %)
     assert "| patchtst | ETTh1 | 96 | 2 | 1/2 | -2.50 % | 0/2 | +5.13 % |" in table
     assert "| patchtst | ETTm2 | 96 | 1 | 1/1 | -6.25 % | 1/1 | -6.25 % |" in table
-    assert report.lead_persistence_table(pd.DataFrame(rows[:2]), epoch=5) == ""
+    assert report_tables.lead_persistence_table(pd.DataFrame(rows[:2]), epoch=5) == ""
 
 
 def test_report_cli_names_a_folder_without_results(tmp_path, capsys):
@@ -326,17 +326,17 @@ def test_report_cli_names_a_folder_without_results(tmp_path, capsys):
 
 
 def test_horizon_span_table_pools_per_model_up_to_336_and_over_all():
-    from benchmarks import report
+    from benchmarks import report_tables
 
     p = pd.DataFrame(dict(model=["patchtst"] * 3, horizon=[96, 336, 720],
                           test_mse_softmax=[0.40, 0.50, 0.50], d_test_mse=[-0.004, 0.010, 0.050]))
-    table = report.horizon_span_table(p)
+    table = report_tables.horizon_span_table(p)
     assert "| patchtst | 96-336 | 2 | +0.0030 [" in table and "| 1/2 | 1.000 | +0.0030 | 1.5 %, 2.0 % |" in table, table
     assert "| patchtst | all | 3 | +0.0187 [" in table and "| 1/3 | 1.000 | +0.0165 | 2.0 %, 10.0 % |" in table, table
     # the first horizon and the longer ones up to 336 get rows of their own, above the pooled ones
     assert table.index("| patchtst | 96 | 1 | -0.0040 [") < table.index("| patchtst | 192-336 | 1 | +0.0100 [") \
         < table.index("| patchtst | 96-336 |") < table.index("| patchtst | all |"), table
-    encoder_only_96 = report.horizon_span_table(p.assign(model="encoder", horizon=96))
+    encoder_only_96 = report_tables.horizon_span_table(p.assign(model="encoder", horizon=96))
     assert "| encoder | 96 |" not in encoder_only_96 and encoder_only_96.count("| encoder |") == 2, encoder_only_96
 
 
@@ -361,17 +361,17 @@ def test_pools_per_kind_of_input_and_best_validation_pairs(tmp_path):
 
 
 def test_sign_test_and_hodges_lehmann_against_hand_values():
-    from benchmarks import report
+    from benchmarks import paired_comparison
 
     d = np.array([-3.0, -1.0, 2.0, 4.0, 0.0])
     # Walsh averages of the 5 values (15 of them) have median 0.5; the sign test drops the tie: 2 of 4
-    assert report.hodges_lehmann(d) == 0.5
-    assert report.sign_test_p(d) == 1.0
-    assert report.sign_test_p(np.full(10, -1.0)) == pytest.approx(2 / 2**10)
+    assert paired_comparison.hodges_lehmann(d) == 0.5
+    assert paired_comparison.sign_test_p(d) == 1.0
+    assert paired_comparison.sign_test_p(np.full(10, -1.0)) == pytest.approx(2 / 2**10)
 
 
 def test_interpolation_table_pairs_by_seed_and_attention_and_reports_the_share_recovered():
-    from benchmarks import report
+    from benchmarks import report_tables
 
     rows = []
     for regime, seed, soft, cont in (("regular", 0, 0.40, 0.40), ("regular", 1, 0.40, 0.40),
@@ -381,37 +381,38 @@ def test_interpolation_table_pairs_by_seed_and_attention_and_reports_the_share_r
         for attention, mse in (("softmax", soft), ("continuous", cont)):
             rows.append(dict(model="patchtst", pos_encoding="learned", dataset="ETTh1", horizon=96, regime=regime,
                              seed=seed, attention=attention, test_mse=mse))
-    table = report.interpolation_table(pd.DataFrame(rows))
+    table = report_tables.interpolation_table(pd.DataFrame(rows))
     # irregular 0.6000, interpolated 0.4400: Δ −0.16, 80 % of the 0.20 lost by dropping won back; a
     # seed's two attentions share the dropped inputs, so the interval is over the 2 seeds (−0.165,
     # −0.155: mean −0.16, sd 0.00707, t(0.975, 1) = 12.706 -> half-width 0.0635), wins over the 4 runs
     assert "| patchtst | learned | ETTh1 | 96 | drop60 | 0.4000 | 0.6000 | 0.4400 | 2 | -0.1600 [-0.2235, -0.0965] |" \
         in table, table
     assert table.endswith("| 4/4 | 80 % |") and "drop30" not in table
-    assert report.interpolation_table(pd.DataFrame(rows[:4])) == ""
+    assert report_tables.interpolation_table(pd.DataFrame(rows[:4])) == ""
 
 
 def test_sampling_table_groups_pairs_by_sampling_step_and_pools_the_finer_ones():
-    from benchmarks import report
+    from benchmarks import report_tables
 
     p = pd.DataFrame(dict(model="patchtst", horizon=96, dataset=["ETTh1", "ETTm1", "ETTm2", "weather", "weather"],
                           test_mse_softmax=0.3, d_test_mse=[0.001, -0.002, -0.001, 0.003, 0.002]))
-    table = report.sampling_table(p)
+    table = report_tables.sampling_table(p)
     assert "| patchtst | 96 | h (ETTh1) | 1 | +0.0010 [" in table, table
     assert "| patchtst | 96 | 15min (ETTm1, ETTm2) | 2 | -0.0015 [" in table and "| 2/2 |" in table, table
     assert "| patchtst | 96 | 10min (weather, weather) |" not in table, table
     assert "| patchtst | 96 | 10min (weather) | 2 | +0.0025 [" in table, table
     assert "| patchtst | 96 | under 1 h (ETTm1, ETTm2, weather) | 4 | +0.0005 [" in table, table
-    only_hourly = report.sampling_table(p.iloc[:1])
+    only_hourly = report_tables.sampling_table(p.iloc[:1])
     assert "under 1 h" not in only_hourly and only_hourly.count("| patchtst |") == 1, only_hourly
     # labels name the datasets of each model's own runs: PatchTST on ETTh1 and ETTh2, the encoder on ETTh1 only
-    with_encoder = report.sampling_table(pd.concat([p, p.iloc[:1].assign(dataset="ETTh2"), p.iloc[:1].assign(model="encoder")]))
+    with_encoder = report_tables.sampling_table(
+        pd.concat([p, p.iloc[:1].assign(dataset="ETTh2"), p.iloc[:1].assign(model="encoder")]))
     assert "| patchtst | 96 | h (ETTh1, ETTh2) | 2 |" in with_encoder, with_encoder
     assert "| encoder | 96 | h (ETTh1) | 1 |" in with_encoder and with_encoder.count("| encoder |") == 1, with_encoder
 
 
 def test_block_table_answers_each_block_of_the_grid_in_grid_order():
-    from benchmarks import report
+    from benchmarks import report_tables
 
     rows = []
     # (block, seed, regime, softmax (test_mse, curve), continuous (test_mse, curve)); a curve of None: not recorded
@@ -424,13 +425,13 @@ def test_block_table_answers_each_block_of_the_grid_in_grid_order():
                              seed=seed, attention=attention, test_mse=mse, test_mae=mse, block=block,
                              test_curve=json.dumps(curve) if curve else float("nan")))
     rows.append(dict(rows[0], seed=5, attention="continuous"))  # no softmax partner: not a pair
-    table = report.block_table(pd.DataFrame(rows)).splitlines()
+    table = report_tables.block_table(pd.DataFrame(rows)).splitlines()
     assert len(table) == 4 and table[0].startswith("| block | pairs |") and "test gap after epoch 3 |" in table[0]
     # check: Δ −0.01 and +0.01; the gaps at the same epoch: (−0.04 −0.02)/2, (−0.01 +0.01)/2, −0.01 from one pair
     assert table[2].startswith("| check | 2 | +0.0000 [") and table[2].endswith(
         "| 1.000 | — | 1.000 | 1/2 | -0.0300 (2) | +0.0000 (2) | -0.0100 (1) |"), table[2]
     assert table[3] == "| earlier | 1 | +0.0200 [—, —] | — | — | 1.000 | 0/1 | — | — | — |"
-    assert report.block_table(pd.DataFrame(rows).drop(columns="block")) == ""
+    assert report_tables.block_table(pd.DataFrame(rows).drop(columns="block")) == ""
 
 
 def test_report_names_blocks_as_the_folders_grid_does_now(tmp_path):

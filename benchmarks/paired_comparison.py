@@ -1,0 +1,101 @@
+"""Pairing continuous and softmax runs, and the statistics of their differences.
+
+A pair is one run of each attention that agree on everything else (model, positions, dataset,
+horizon, regime, seed); its difference is continuous - softmax. The report reads every paired
+figure from here: a mean with its 95 % t-interval, a paired t-test, a Wilcoxon signed-rank test,
+the sign test and the Hodges-Lehmann shift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+SETTING = ["model", "pos_encoding", "dataset", "horizon", "regime"]
+
+
+class ReportError(ValueError):
+    """Recorded results that cannot be summarised as they are; the message says how to fix them."""
+
+
+def check_unique_runs(df: pd.DataFrame) -> None:
+    """Two runs of one (setting, seed, attention) would be averaged into one pair: refuse."""
+    twice = df[df.duplicated(SETTING + ["seed", "attention"], keep=False)]
+    if len(twice):
+        raise ReportError(f"{len(twice)} finished runs share a setting, seed and attention with another "
+                         f"(cells {sorted(twice['cell_id'].astype(str))[:6]}): a pair must be one run of "
+                         "each attention; remove the extra rows from results.csv")
+
+
+def paired_runs(df: pd.DataFrame, columns: list[str]) -> Iterator[tuple[tuple, pd.Series, pd.Series]]:
+    """Yield (setting + seed, softmax row, continuous row) for every run that has its partner."""
+    runs = df.set_index(SETTING + ["seed", "attention"])[columns]
+    for key in sorted({k[:-1] for k in runs.index}, key=str):
+        if key + ("softmax",) in runs.index and key + ("continuous",) in runs.index:
+            yield key, runs.loc[key + ("softmax",)], runs.loc[key + ("continuous",)]
+
+
+def pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (setting, seed) holding both attentions' test metrics; runs without their
+    partner are left out (``unpaired`` names them)."""
+    if set(df["attention"]) < {"softmax", "continuous"}:
+        return pd.DataFrame()
+    check_unique_runs(df)
+    wide = df.pivot(index=SETTING + ["seed"], columns="attention", values=["test_mse", "test_mae"])
+    wide = wide.dropna()
+    if wide.empty:
+        return pd.DataFrame()
+    out = pd.DataFrame(index=wide.index)
+    for m in ("test_mse", "test_mae"):
+        out[f"{m}_softmax"] = wide[(m, "softmax")]
+        out[f"{m}_continuous"] = wide[(m, "continuous")]
+        out[f"d_{m}"] = out[f"{m}_continuous"] - out[f"{m}_softmax"]
+    return out.reset_index()
+
+
+def unpaired(df: pd.DataFrame) -> list[str]:
+    """Cell ids of finished runs left out of the paired statistics: no run of the other attention
+    for the same setting and seed, or a missing test metric on either side."""
+    if set(df["attention"]) < {"softmax", "continuous"}:
+        return []
+    complete = df.dropna(subset=["test_mse", "test_mae"])
+    both = complete.groupby(SETTING + ["seed"])["attention"].transform("nunique") == 2
+    paired = set(complete.loc[both, "cell_id"])
+    return sorted(c for c in df["cell_id"].astype(str) if c not in paired)
+
+
+def with_test_curves(df: pd.DataFrame) -> pd.DataFrame:
+    """Runs that recorded their test MSE after every epoch (study_cell.TestCurve; later cells only)."""
+    if "test_curve" not in df:
+        return df.iloc[:0]
+    return df[df["test_curve"].astype(str).str.startswith("[")]  # NaN reads "nan"
+
+
+def paired_stats(d: np.ndarray) -> dict:
+    """Count, mean, 95 % t-interval (lo, hi), paired t-test and Wilcoxon p-values (p_t, p_w) of the
+    differences ``d``; NaN where there are too few, or too uniform, differences to say."""
+    n = len(d)
+    mean = float(np.mean(d)) if n else float("nan")
+    if n < 2:
+        return {"n": n, "mean": mean, "lo": float("nan"), "hi": float("nan"), "p_t": float("nan"), "p_w": float("nan")}
+    half = stats.t.ppf(0.975, n - 1) * np.std(d, ddof=1) / np.sqrt(n)
+    p_t = float(stats.ttest_1samp(d, 0.0).pvalue) if np.std(d) > 0 else float("nan")
+    p_w = float(stats.wilcoxon(d).pvalue) if n >= 6 and np.any(d != 0) else float("nan")
+    return {"n": n, "mean": mean, "lo": mean - half, "hi": mean + half, "p_t": p_t, "p_w": p_w}
+
+
+def hodges_lehmann(d: np.ndarray) -> float:
+    """Median of the Walsh averages (d_i + d_j) / 2, i <= j: the shift the signed-rank test sees."""
+    d = np.asarray(d, dtype=float)
+    i, j = np.triu_indices(len(d))
+    return float(np.median((d[i] + d[j]) / 2)) if len(d) else float("nan")
+
+
+def sign_test_p(d: np.ndarray) -> float:
+    """Two-sided sign test on the nonzero differences (ties dropped)."""
+    d = np.asarray(d, dtype=float)
+    n = int(np.count_nonzero(d))
+    return float(stats.binomtest(int((d < 0).sum()), n, 0.5).pvalue) if n else float("nan")

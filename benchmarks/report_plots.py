@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from benchmarks.paired_comparison import paired_runs, paired_stats  # noqa: E402
@@ -33,6 +34,14 @@ def save_panels(fig: Figure, path: Path) -> None:
     plt.close(fig)
 
 
+def label_epoch_panel(ax: Axes, setting: tuple, ylabel: str) -> None:
+    """Titles a per-epoch panel with its setting, so panels of one figure read alike."""
+    ax.set_title(" ".join(map(str, setting)), fontsize=8)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+
+
 def plot_curves(df: pd.DataFrame, path: Path) -> None:
     """Validation MSE per epoch, every run, one panel per setting: how each attention trained."""
     groups = list(df.groupby(["model", "dataset", "horizon", "regime", "pos_encoding"]))
@@ -44,10 +53,7 @@ def plot_curves(df: pd.DataFrame, path: Path) -> None:
             for i, (_, r) in enumerate(grp[grp["attention"] == attention].iterrows()):
                 curve = json.loads(r["val_curve"])
                 ax.plot(range(1, len(curve) + 1), curve, color=colour, alpha=0.6, label=attention if i == 0 else None)
-        ax.set_title(" ".join(map(str, key)), fontsize=8)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("val MSE")
-        ax.legend(fontsize=7)
+        label_epoch_panel(ax, key, "val MSE")
     save_panels(fig, path)
 
 
@@ -76,10 +82,7 @@ def plot_paired_deltas(df: pd.DataFrame, path: Path) -> None:
         ax.plot(x, mean, color="tab:red", lw=2, label=f"mean of {len(deltas)} pairs")
         ax.fill_between(x, lo, hi, color="tab:red", alpha=0.2, label="95 % CI")
         ax.axhline(0.0, color="black", lw=0.8)
-        ax.set_title(" ".join(map(str, setting)), fontsize=8)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("val MSE, continuous − softmax")
-        ax.legend(fontsize=7)
+        label_epoch_panel(ax, setting, "val MSE, continuous − softmax")
     save_panels(fig, path)
 
 

@@ -16,7 +16,8 @@ from forecaster_data import LB, TINY, H, long_frame, wide_frame
 
 from ts_continuum import Forecaster
 from ts_continuum.forecasting import NotFittedError
-from ts_continuum.forecasting.frames import detect_spec, parse_times, read_panel
+from ts_continuum.forecasting.frames import detect_spec, read_panel
+from ts_continuum.forecasting.native_times import parse_times
 from ts_continuum.forecasting.timing import check_calendar, parse_freq
 
 

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import listing, positive_int
-from .frames import id_column, native_to_pandas
+from .frames import id_column
+from .native_times import native_to_pandas
 from .timing import future_times
 from .windows import EPS, Windows
 

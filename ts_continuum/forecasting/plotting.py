@@ -12,7 +12,8 @@ from matplotlib.figure import Figure
 
 from .backtest import BacktestResult
 from .errors import did_you_mean, listing, positive_int
-from .frames import native_to_pandas, read_panel
+from .frames import read_panel
+from .native_times import native_to_pandas
 
 
 def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,

@@ -15,7 +15,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .frames import Panel, native_to_pandas
+from .frames import Panel
+from .native_times import native_to_pandas
 
 SNAP = 1e-6  # times this close to a whole number of steps are taken as exact (float noise)
 COMMON = 0.1  # a spacing this share of the gaps have is common: an inferred step 1.5 times it or more is doubtful

@@ -3,7 +3,8 @@
 A pair is one run of each attention that agree on everything else (model, positions, dataset,
 horizon, regime, seed); its difference is continuous - softmax. The report reads every paired
 figure from here: a mean with its 95 % t-interval, a paired t-test, a Wilcoxon signed-rank test,
-the sign test and the Hodges-Lehmann shift.
+the sign test and the Hodges-Lehmann shift. ``ReportError`` is the report's refusal of runs it
+cannot pair honestly (two runs of one pair, two pooled folders of one name).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def save_panels(fig: Figure, path: Path) -> None:
 
 
 def label_epoch_panel(ax: Axes, setting: tuple, ylabel: str) -> None:
-    """Titles a per-epoch panel with its setting, so panels of one figure read alike."""
+    """Title, axis labels and legend of a per-epoch panel, so panels of one figure read alike."""
     ax.set_title(" ".join(map(str, setting)), fontsize=8)
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)

@@ -132,21 +132,38 @@ def test_resuming_a_step_schedule_over_more_steps_is_refused(config, tmp_path, s
     assert run_folders(tmp_path) == ["version_0"]  # the refused run's config.yaml and folder are removed
 
 
+def python_fit(csv: Path, folder: Path, epochs: int, schedule: str, ckpt_path: str | None = None) -> L.Trainer:
+    """A tiny fit in Python (no CLI), 2 optimiser steps an epoch, a checkpoint after every epoch."""
+    L.seed_everything(0)
+    model = PatchTST(n_channels=3, lookback=24, horizon=6, patch_len=8, stride=4, d_model=8, n_heads=2,
+                     n_layers=1, d_ff=16, attention_backend="torch")
+    module = ForecastingModule(model, lr=1e-3, lr_schedule=schedule)
+    dm = ForecastDataModule(str(csv), lookback=24, horizon=6, batch_size=16)
+    trainer = L.Trainer(accelerator="cpu", max_epochs=epochs, limit_train_batches=2, limit_val_batches=1,
+                        logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[ModelCheckpoint(dirpath=folder, filename="{epoch}", save_top_k=-1)])
+    trainer.fit(module, dm, ckpt_path=ckpt_path)
+    return trainer
+
+
 def test_python_resume_refuses_a_longer_onecycle_and_continues_an_interrupted_one(tiny_csv, tmp_path):
     def run(epochs: int, ckpt_path: str | None = None) -> L.Trainer:
-        L.seed_everything(0)
-        model = PatchTST(n_channels=3, lookback=24, horizon=6, patch_len=8, stride=4, d_model=8, n_heads=2,
-                         n_layers=1, d_ff=16, attention_backend="torch")
-        module = ForecastingModule(model, lr=1e-3, lr_schedule="onecycle")
-        dm = ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, batch_size=16)
-        trainer = L.Trainer(accelerator="cpu", max_epochs=epochs, limit_train_batches=2, limit_val_batches=1,
-                            logger=False, enable_progress_bar=False, enable_model_summary=False,
-                            callbacks=[ModelCheckpoint(dirpath=tmp_path, filename="{epoch}", save_top_k=-1)])
-        trainer.fit(module, dm, ckpt_path=ckpt_path)
-        return trainer
+        return python_fit(tiny_csv, tmp_path, epochs, "onecycle", ckpt_path)
 
     run(2)
     interrupted = str(tmp_path / "epoch=0.ckpt")
     with pytest.raises(ResumeError, match="planned for 4 optimiser steps, but this run would take 6"):
         run(3, interrupted)
     assert run(2, interrupted).global_step == 4  # the same settings: the schedule runs to its end
+
+
+def test_resuming_a_cosine_checkpoint_without_its_length_warns(tiny_csv, tmp_path):
+    """Cosine's LambdaLR keeps no length, so a checkpoint written before STEPS_KEY cannot be checked:
+    resuming it over another step count used to follow another curve without a word."""
+    python_fit(tiny_csv, tmp_path, 1, "cosine")
+    old = tmp_path / "epoch=0.ckpt"
+    ckpt = torch.load(old, weights_only=False)
+    del ckpt[STEPS_KEY]
+    torch.save(ckpt, old)
+    with pytest.warns(UserWarning, match="predates the record of its schedule's length"):
+        python_fit(tiny_csv, tmp_path / "resumed", 3, "cosine", str(old))

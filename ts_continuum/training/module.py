@@ -20,6 +20,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError
 
@@ -182,13 +183,20 @@ class ForecastingModule(L.LightningModule):
         schedule keeps its own plan, so OneCycleLR fails deep in torch once it runs past it, and cosine
         jumps to another learning-rate curve without a word."""
         trainer = self._trainer  # None when loaded outside a Trainer (load_from_checkpoint)
+        if trainer is None or trainer.state.fn != TrainerFn.FITTING:
+            return
         planned = planned_steps(checkpoint)
-        if trainer is None or trainer.state.fn != TrainerFn.FITTING or planned is None:
+        schedule = checkpoint.get("hyper_parameters", {}).get("lr_schedule", "step-wise")
+        if planned is None:
+            if schedule == "cosine":  # its LambdaLR keeps no length; only STEPS_KEY records it
+                rank_zero_warn("this cosine checkpoint predates the record of its schedule's length, so resuming "
+                               "cannot check it: resume with the same max_epochs (or max_steps), batches per epoch, "
+                               "accumulate_grad_batches and devices as the run that wrote it, or the learning rate "
+                               "jumps to another curve")
             return
         estimate = trainer.estimated_stepping_batches
         steps = max(1, int(estimate)) if math.isfinite(estimate) else estimate
         if steps != planned:
-            schedule = checkpoint.get("hyper_parameters", {}).get("lr_schedule", "step-wise")
             raise ResumeError(
                 f"the checkpoint's {schedule} learning-rate schedule was planned for {planned} optimiser steps, "
                 f"but this run would take {steps}. A resumed fit continues that schedule, so it needs the "

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from lightning.pytorch.utilities import rank_zero_only
 from torch.utils.data import default_collate
 
 from ts_continuum.data import ForecastDataModule
@@ -166,6 +167,14 @@ def test_model_values_equal_to_the_data_are_accepted(config):
 def test_evaluating_without_a_checkpoint_is_refused(config, subcommand):
     message = refused(subcommand, "--config", str(config))
     assert f"{subcommand} needs --ckpt_path" in message and "untrained" in message
+
+
+def test_only_the_first_process_prints_a_refusal(config, monkeypatch):
+    """Each process of a multi-process fit refuses a resume alike; the others exit without repeating it."""
+    monkeypatch.setattr(rank_zero_only, "rank", 1)
+    with pytest.raises(SystemExit) as info:
+        main(["validate", "--config", str(config)])
+    assert info.value.code == 1
 
 
 @pytest.mark.parametrize("subcommand,ckpt,match", [

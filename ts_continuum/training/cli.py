@@ -27,7 +27,7 @@ except ImportError:  # moved in a later version: the linked-argument check is sk
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_only, rank_zero_warn
 
 from ..data import ForecastDataModule
 from .checkpoint_checks import check_ckpt_model, check_ckpt_path, check_module_options, read_ckpt
@@ -191,6 +191,8 @@ def main(args: ArgsType = None) -> None:
     try:
         ForecastCLI(args=args)
     except (CLIError, ResumeError) as error:  # ResumeError: from the module, when fit restores the checkpoint
+        if rank_zero_only.rank != 0:  # every process of a multi-process fit refuses alike: one message is enough
+            sys.exit(1)
         sys.exit(f"ts-continuum: error: {error}")
 
 

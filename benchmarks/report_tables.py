@@ -52,7 +52,8 @@ def cell_table(df: pd.DataFrame) -> str:
 
 def paired_table(p: pd.DataFrame, by: list[str], sort: bool = True) -> str:
     """One row per group of ``by`` (in order of first appearance when ``sort`` is False)."""
-    lines = [f"| {' | '.join(by)} | pairs | Δ MSE (cont − soft) [95 % CI] | paired t p | Wilcoxon p | continuous wins |",
+    lines = [f"| {' | '.join(by)} | pairs | Δ MSE (cont − soft) [95 % CI] | paired t p | Wilcoxon p "
+             "| continuous wins |",
              "|" + "---|" * (len(by) + 5)]
     for key, grp in p.groupby(by, sort=sort):
         key = key if isinstance(key, tuple) else (key,)
@@ -123,7 +124,8 @@ def block_table(df: pd.DataFrame, epochs: int = 3) -> str:
     curves = {k: (json.loads(s["test_curve"]), json.loads(c["test_curve"]))
               for k, s, c in paired_runs(tested, ["test_curve"])} if len(tested) else {}
     head = " | ".join(f"test gap after epoch {e + 1}" for e in range(epochs))
-    lines = [f"| block | pairs | Δ MSE (cont − soft) [95 % CI] | paired t p | Wilcoxon p | sign test p | continuous wins | {head} |",
+    lines = ["| block | pairs | Δ MSE (cont − soft) [95 % CI] | paired t p | Wilcoxon p | sign test p "
+             f"| continuous wins | {head} |",
              "|" + "---|" * (7 + epochs)]
     for name in dict.fromkeys(df["block"]):
         grp = p[p["block"] == name]
@@ -136,7 +138,8 @@ def block_table(df: pd.DataFrame, epochs: int = 3) -> str:
         for e in range(epochs):
             g = [cont[e] - soft[e] for soft, cont in both if len(soft) > e and len(cont) > e]
             gaps.append(f"{np.mean(g):+.4f} ({len(g)})" if g else "—")
-        lines.append(f"| {name} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | {_fmt(st['p_t'], 3)} | {_fmt(st['p_w'], 3)} | "
+        lines.append(f"| {name} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | "
+                     f"{_fmt(st['p_t'], 3)} | {_fmt(st['p_w'], 3)} | "
                      f"{_fmt(sign_test_p(d), 3)} | {int((d < 0).sum())}/{st['n']} | {' | '.join(gaps)} |")
     return "\n".join(lines)
 
@@ -157,7 +160,8 @@ def early_table(df: pd.DataFrame, epochs: int = 3, column: str = "val_curve", la
             if d:
                 st = paired_stats(np.array(d))
                 level = sum(x == 0 for x in d)  # curves are stored rounded, so exact ties happen
-                lines.append(f"| {group} | {e + 1} | {st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | "
+                lines.append(f"| {group} | {e + 1} | {st['n']} | "
+                             f"{st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | "
                              f"{sum(x < 0 for x in d)}/{len(d)}{f' ({level} level)' if level else ''} |")
     return "\n".join(lines)
 
@@ -191,7 +195,8 @@ def curve_agreement(df: pd.DataFrame, column: str = "test_curve", largest: int =
     rel = np.array(rel)
     top = "; ".join(f"{100 * rel[i]:.1f} % ({where[i]})" for i in np.argsort(-rel, kind="stable")[:largest])
     return (f"{n_pairs} pairs, {len(rel)} epochs: |continuous − softmax| / softmax at the same epoch has median "
-            f"{100 * np.median(rel):.1f} %, is under 1 % in {100 * np.mean(rel < 0.01):.0f} % of epochs; the largest: {top}.")
+            f"{100 * np.median(rel):.1f} %, is under 1 % in {100 * np.mean(rel < 0.01):.0f} % of epochs; "
+            f"the largest: {top}.")
 
 
 def lead_persistence_table(df: pd.DataFrame, epoch: int = 3) -> str:
@@ -213,7 +218,8 @@ def lead_persistence_table(df: pd.DataFrame, epoch: int = 3) -> str:
     for (model, dataset, horizon), gaps in sorted(groups.items()):
         at_epoch, kept = np.array(gaps).T
         lines.append(f"| {model} | {dataset} | {horizon} | {len(gaps)} | {int((at_epoch < 0).sum())}/{len(gaps)} | "
-                     f"{100 * at_epoch.mean():+.2f} % | {int((kept < 0).sum())}/{len(gaps)} | {100 * kept.mean():+.2f} % |")
+                     f"{100 * at_epoch.mean():+.2f} % | {int((kept < 0).sum())}/{len(gaps)} | "
+                     f"{100 * kept.mean():+.2f} % |")
     return "\n".join(lines)
 
 
@@ -237,7 +243,8 @@ def interpolation_table(df: pd.DataFrame) -> str:
             per_seed = (grp["test_mse_itp"] - grp["test_mse_irr"]).groupby(grp["seed"]).mean()
             st = paired_stats(per_seed.to_numpy())
             wins = int((grp["test_mse_itp"] < grp["test_mse_irr"]).sum())
-            rows.append((key, drop, f"| {' | '.join(map(str, key))} | {drop} | {_fmt(reg)} | {_fmt(irr)} | {_fmt(itp)} | "
+            rows.append((key, drop, f"| {' | '.join(map(str, key))} | {drop} | "
+                                    f"{_fmt(reg)} | {_fmt(irr)} | {_fmt(itp)} | "
                                     f"{st['n']} | {st['mean']:+.4f} [{_fmt(st['lo'])}, {_fmt(st['hi'])}] | "
                                     f"{wins}/{len(grp)} | {recovered} |"))
     if not rows:
@@ -251,7 +258,8 @@ def interpolation_table(df: pd.DataFrame) -> str:
 def published_table(df: pd.DataFrame) -> str:
     """Our regular-data PatchTST runs beside the published MSE: is the baseline trained as well as
     its authors trained it?"""
-    lines = ["| dataset | H | PatchTST/42 paper | rerun, every test window | ours softmax (regular) | ours continuous (regular) |",
+    lines = ["| dataset | H | PatchTST/42 paper | rerun, every test window | ours softmax (regular) "
+             "| ours continuous (regular) |",
              "|---|---|---|---|---|---|"]
     reg = df[(df["model"] == "patchtst") & (df["regime"] == "regular") & (df["pos_encoding"] == "learned")]
     for (dataset, horizon), grp in reg.groupby(["dataset", "horizon"]):
@@ -260,13 +268,15 @@ def published_table(df: pd.DataFrame) -> str:
         i = HORIZONS.index(horizon)
         ours = {a: grp[grp["attention"] == a]["test_mse"] for a in ("softmax", "continuous")}
         cells = [f"{_fmt(v.mean())} ± {_fmt(v.std())} (n={len(v)})" if len(v) else "—" for v in ours.values()]
-        lines.append(f"| {dataset} | {horizon} | {PUBLISHED[dataset][0][i]} | {PUBLISHED[dataset][1][i]} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {dataset} | {horizon} | {PUBLISHED[dataset][0][i]} | {PUBLISHED[dataset][1][i]} | "
+                     f"{cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
 def cost_table(df: pd.DataFrame) -> str:
     """Median seconds per epoch per model, dataset and attention: what each attention costs to train."""
-    lines = ["| model | dataset | attention | s / epoch incl. validation (median) | cells | threads |", "|---|---|---|---|---|---|"]
+    lines = ["| model | dataset | attention | s / epoch incl. validation (median) | cells | threads |",
+             "|---|---|---|---|---|---|"]
     for (model, dataset, attention), grp in df.groupby(["model", "dataset", "attention"]):
         lines.append(f"| {model} | {dataset} | {attention} | {grp['train_s_per_epoch'].median():.1f} | {len(grp)} | "
                      f"{int(grp['threads'].iloc[0])} |")

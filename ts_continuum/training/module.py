@@ -167,7 +167,9 @@ class ForecastingModule(L.LightningModule):
                 opt, max_lr=self.hparams.lr, total_steps=total, pct_start=self.hparams.pct_start
             )
         else:
-            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+            sched = torch.optim.lr_scheduler.LambdaLR(
+                opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total))
+            )
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     # --- checkpoints rebuild the model --------------------------------------------------

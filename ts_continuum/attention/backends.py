@@ -21,6 +21,7 @@ from typing import Callable, Literal, get_args
 
 import torch
 
+from .choices import check_choice
 from .reference import EAGER_KERNELS, ContinuousAttentionFunction, backward_tile, forward_tile
 
 Backend = Callable[..., torch.Tensor]
@@ -125,17 +126,9 @@ def triton_available(device: torch.device) -> tuple[bool, str]:
     )
 
 
-def check_backend(name: str, option: str = "backend") -> str:
-    """``name`` if it is a backend, else a ValueError naming the choices: an unknown name must not
-    run as "auto" without a word."""
-    if name not in BACKENDS:
-        raise ValueError(f"{option} must be one of {', '.join(map(repr, BACKENDS))}; got {name!r}")
-    return name
-
-
 def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int) -> Backend:
     """The backend callable for ``name`` ("auto", "torch" or "triton") and these inputs."""
-    check_backend(name)
+    check_choice("backend", name, BACKENDS)
     if name == "torch":
         return TorchPath(EAGER_KERNELS)
     if name == "triton":

@@ -9,6 +9,7 @@ from typing import Literal, get_args
 import torch
 
 from . import backends
+from .choices import check_choice
 from .reference import SegmentLayout
 
 # A Literal, so the CLI lists the choices (through the models' sink option) and refuses others
@@ -60,8 +61,8 @@ def continuous_attention(
     B, H, T, D = _check_qkv(q, k, v)
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be True or False, got {causal!r}")
-    _check_choice("sink", sink, SINKS)
-    backends.check_backend(backend)
+    check_choice("sink", sink, SINKS)
+    check_choice("backend", backend, backends.BACKENDS)
     lengths = _check_lengths(lengths, B, T, q.device)
     times = _check_times(times, B, T, lengths, q.device)
     if not (_is_real(sink_gap) and math.isfinite(sink_gap) and sink_gap > 0):
@@ -97,11 +98,6 @@ def continuous_attention(
 def _is_real(x) -> bool:
     """A real number (Python or NumPy scalar), not a bool."""
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
-def _check_choice(name: str, value, options) -> None:
-    if value not in options:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}")
 
 
 def _check_qkv(q, k, v) -> tuple[int, int, int, int]:

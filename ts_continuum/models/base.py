@@ -6,8 +6,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..attention.backends import check_backend
-from .layers import ATTENTIONS, POS_ENCODINGS, SINKS, Attention, check_option
+from ..attention.backends import BACKENDS
+from ..attention.choices import check_choice
+from .layers import ATTENTIONS, POS_ENCODINGS, SINKS, Attention
 
 
 class ForecastModel(nn.Module):
@@ -25,12 +26,11 @@ class ForecastModel(nn.Module):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.n_channels, self.lookback, self.horizon = (self.config[k] for k in ("n_channels", "lookback", "horizon"))
         # the string options, checked before any layer is built (the CLI refuses them when parsing)
-        for name, choices in (("attention", ATTENTIONS), ("pos_encoding", POS_ENCODINGS), ("sink", SINKS)):
+        for name, choices in (("attention", ATTENTIONS), ("pos_encoding", POS_ENCODINGS), ("sink", SINKS),
+                              ("attention_backend", BACKENDS)):
             if name in self.config:
-                check_option(name, self.config[name], choices)
+                check_choice(name, self.config[name], choices)
         self.pos_encoding = self.config.get("pos_encoding")
-        if "attention_backend" in self.config:
-            check_backend(self.config["attention_backend"], "attention_backend")
 
     def set_attention(self, kind: Attention) -> None:
         """Switch every layer to ``"softmax"`` or ``"continuous"`` attention (same parameters)."""

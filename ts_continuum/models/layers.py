@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..attention import continuous_attention
-from ..attention.backends import BackendName, check_backend
+from ..attention.backends import BACKENDS, BackendName
+from ..attention.choices import check_choice
 from ..attention.op import SINKS, Sink
 from ..attention.rope import apply_rope
 
@@ -46,13 +47,6 @@ class Dropout(nn.Module):
         return f"p={self.p}"
 
 
-def check_option(name: str, value: str, options: tuple[str, ...]) -> str:
-    """``value`` if it is one of ``options``, else a ValueError naming them."""
-    if value not in options:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r}")
-    return value
-
-
 class MultiHeadAttention(nn.Module):
     """Multi-head self-attention over tokens with timestamps, softmax or continuous.
 
@@ -78,9 +72,9 @@ class MultiHeadAttention(nn.Module):
         if rope and self.head_dim % 2:  # fail at construction, not at the first forward pass
             raise ValueError(f"rotary positions (pos_encoding='rope') need an even head dimension, got d_model "
                              f"{d_model} / n_heads {n_heads} = {self.head_dim}; change d_model or n_heads")
-        self.attention = check_option("attention", attention, ATTENTIONS)
-        self.sink = check_option("sink", sink, SINKS)
-        self.rope, self.backend = rope, check_backend(backend)
+        self.attention = check_choice("attention", attention, ATTENTIONS)
+        self.sink = check_choice("sink", sink, SINKS)
+        self.rope, self.backend = rope, check_choice("backend", backend, BACKENDS)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.dropout = Dropout(dropout)
@@ -149,7 +143,7 @@ class EncoderLayer(nn.Module):
         self.ff = nn.Sequential(
             nn.Linear(d_model, d_ff), nn.GELU(), Dropout(dropout), nn.Linear(d_ff, d_model), Dropout(dropout)
         )
-        norm_cls = {"batch": MaskedBatchNorm, "layer": MaskedLayerNorm}[check_option("norm", norm, ("batch", "layer"))]
+        norm_cls = {"batch": MaskedBatchNorm, "layer": MaskedLayerNorm}[check_choice("norm", norm, ("batch", "layer"))]
         self.norm1, self.norm2 = norm_cls(d_model), norm_cls(d_model)
 
     def forward(self, x, times, lengths, valid):
@@ -171,7 +165,7 @@ class Encoder(nn.Module):
         return x
 
     def set_attention(self, kind: Attention) -> None:
-        kind = check_option("attention", kind, ATTENTIONS)
+        kind = check_choice("attention", kind, ATTENTIONS)
         for layer in self.layers:
             layer.attn.attention = kind
 

@@ -156,6 +156,32 @@ def test_scores_rising_along_the_sequence_float32(rise, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+def test_float32_forward_uses_the_full_moment_series(causal):
+    """Float32 inputs must take the degree-5 series, not the shorter one meant for half precision,
+    whose error (2e-6) is under assert_float32_match's tolerance on ordinary inputs.
+
+    Keys alternate between +e1 and -e1, so every segment has the score gap |u| = 0.95, where the two
+    series' errors in the ratio of a segment's endpoint weights φ2 : χ differ most (2.4e-6 against
+    7e-8), and the values' first component alternates ±1, so that component of the output is
+    (φ2 - χ) / (φ2 + χ) in every row with a segment, whatever the segment lengths and the rounding of
+    their exponentials. The float32 kernel gets it within about 1e-8 of the float64 exact path; with
+    the short series it is about 9e-7 off."""
+    B, H, T, D = 1, 2, 40, 16
+    (_, _, v, *_), kw = make_case(B=B, H=H, T=T, D=D, seed=13)
+    sign = torch.where(torch.arange(T, device=DEVICE) % 2 == 0, 1.0, -1.0)
+    q, k = torch.zeros(B, H, T, D, device=DEVICE), torch.zeros(B, H, T, D, device=DEVICE)
+    q[..., 0] = 0.95 * 2  # default scale 1/4: scores ±0.475
+    k[..., 0] = sign
+    v = 0.1 * v
+    v[..., 0] = sign
+    want = continuous_attention(q.double(), k.double(), v.double(), sink="none", causal=causal,
+                                backend="torch", **{n: t.double() for n, t in kw.items()})
+    got = continuous_attention(q, k, v, sink="none", causal=causal, backend="triton", **kw).double()
+    err = (got[..., 0] - want[..., 0]).abs().max().item()
+    assert err < 3e-7, f"float32 kernel's weight ratio {err:.1e} off the float64 exact path"
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("sink", ["zero", "learned"])
 def test_float16_within_flash_attention_rule(causal, sink):
     tensors, kw = make_case(B=2, H=2, T=45, D=32, lengths=[45, 30], seed=11)

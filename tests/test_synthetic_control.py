@@ -1,0 +1,46 @@
+"""The synthetic control (benchmarks/synthetic_control.py): the sampling it simulates, and a tiny run."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from benchmarks import synthetic_control as sc
+
+
+@pytest.mark.parametrize("sampling,crest_share", [("informative", 0.9 / 1.1), ("random", 0.5)])
+def test_sampling_follows_the_cycle_only_when_informative(sampling, crest_share):
+    """Both samplings keep about 55 % of the steps; the informative one mostly on the cycle's crests,
+    so the plain average of the observations overstates the level that the time average gives."""
+    observed, full = sc.simulate(sampling, seed=0, n_series=4, n_steps=3000)
+    assert len(observed) / len(full) == pytest.approx(0.55, abs=0.02)
+    assert full.loc[full["observed"], "crest"].mean() == pytest.approx(crest_share, abs=0.02)
+    bias = (observed.groupby("unique_id")["y"].mean() - full.groupby("unique_id")["y"].mean()).mean()
+    if sampling == "informative":
+        assert bias > 0.25  # E[s | observed] = (0.9 - 0.2) / 1.1 * 2 / pi = 0.41
+    else:
+        assert abs(bias) < 0.05
+    pd.testing.assert_frame_equal(observed, sc.simulate(sampling, seed=0, n_series=4, n_steps=3000)[0])
+
+
+def test_unknown_sampling_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown sampling 'bursty'; choose one of informative, random"):
+        sc.simulate("bursty", seed=0)
+
+
+def test_tiny_run_writes_results_and_resumes(tmp_path, capsys):
+    args = ["--out", str(tmp_path), "--series", "2", "--steps", "650", "--max-epochs", "1", "--seeds", "0",
+            "--attention-backend", "torch"]
+    assert sc.main(args) == 0
+    rows = pd.read_csv(tmp_path / "results.csv")
+    assert sorted(zip(rows["sampling"], rows["attention"])) == sorted(
+        (s, a) for s in sc.SAMPLINGS for a in sc.ATTENTIONS)
+    assert (rows["n_all"] == 2 * sc.N_WINDOWS * sc.HORIZON).all()  # every future step of every window
+    assert (rows["n_observed"] < rows["n_all"]).all() and (rows["mse_all"] > 0).all()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "## Test MSE on every future step (`mse_all`)" in summary and "| informative | 1 |" in summary
+    assert (tmp_path / "synthetic_control.png").stat().st_size > 0
+    capsys.readouterr()
+    assert sc.main(args) == 0
+    assert "4 runs recorded, 0 to run" in capsys.readouterr().out
+    assert len(pd.read_csv(tmp_path / "results.csv")) == 4

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -37,6 +39,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, capsys):
         (s, a) for s in sc.SAMPLINGS for a in sc.ATTENTIONS)
     assert (rows["n_all"] == 2 * sc.N_WINDOWS * sc.HORIZON).all()  # every future step of every window
     assert (rows["n_observed"] < rows["n_all"]).all() and (rows["mse_all"] > 0).all()
+    assert [len(json.loads(c)) for c in rows["val_curve"]] == list(rows["epochs"])
     summary = (tmp_path / "summary.md").read_text()
     assert "## Test MSE on every future step (`mse_all`)" in summary and "| informative | 1 |" in summary
     assert (tmp_path / "synthetic_control.png").stat().st_size > 0
@@ -44,3 +47,12 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, capsys):
     assert sc.main(args) == 0
     assert "4 runs recorded, 0 to run" in capsys.readouterr().out
     assert len(pd.read_csv(tmp_path / "results.csv")) == 4
+    with pytest.raises(SystemExit, match="settings .*'max_epochs': 1.* not .*'max_epochs': 2"):
+        sc.main([*args, "--seeds", "1", "--max-epochs", "2"])
+
+
+def test_runs_are_not_appended_to_another_versions_table(tmp_path):
+    pd.DataFrame({"sampling": ["random"], "attention": ["softmax"], "seed": [0], "mse_all": [0.1]}).to_csv(
+        tmp_path / "results.csv", index=False)
+    with pytest.raises(SystemExit, match="columns of another version of this script"):
+        sc.main(["--out", str(tmp_path), "--seeds", "0"])

@@ -197,8 +197,61 @@ def write_summary(rows: pd.DataFrame, out: Path, meta: dict) -> None:
                      f"{r.observed_share:.2f} | {r.crest_share:.2f} | {r.best_epoch} / {r.epochs} | {r.fit_s:.0f} |")
     lines += ["", "![test MSE per run](synthetic_control.png)", ""]
     if "val_curve" in rows:
-        lines += ["![validation MSE after every epoch](validation_curves.png)", ""]
+        lines += gap_table(rows)
+        lines += ["![validation MSE after every epoch](validation_curves.png)", "",
+                  "![same-epoch validation gap of each pair](validation_gap.png)", ""]
     (out / "summary.md").write_text("\n".join(lines))
+
+
+def validation_gaps(rows: pd.DataFrame) -> dict[tuple[str, int], list[float]]:
+    """(sampling, seed) -> continuous / softmax - 1 of the validation MSE after each epoch both ran."""
+    curves = {(r.sampling, r.seed, r.attention): json.loads(r.val_curve) for r in rows.itertuples()}
+    gaps = {}
+    for (sampling, seed, attention), soft in curves.items():
+        cont = curves.get((sampling, seed, "continuous"))
+        if attention == "softmax" and cont is not None:
+            gaps[sampling, seed] = [c / s - 1 for s, c in zip(soft, cont)]
+    return gaps
+
+
+GAP_EPOCHS = (1, 2, 3, 5, 10, 15, 20, 25)
+
+
+def gap_table(rows: pd.DataFrame) -> list[str]:
+    """Mean same-epoch validation gap over the pairs whose runs both reached the epoch."""
+    gaps = validation_gaps(rows)
+    lines = ["## Validation MSE at the same epoch, continuous / softmax - 1 (mean over the pairs that reached it)",
+             "", "| sampling | " + " | ".join(f"epoch {e}" for e in GAP_EPOCHS) + " |",
+             "|---|" + "---|" * len(GAP_EPOCHS)]
+    for sampling in present(rows):
+        cells = []
+        for e in GAP_EPOCHS:
+            at = [g[e - 1] for (s, _), g in gaps.items() if s == sampling and len(g) >= e]
+            cells.append(f"{100 * np.mean(at):+.1f} % ({len(at)})" if at else "")
+        lines.append(f"| {sampling} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def write_gaps(rows: pd.DataFrame, path: Path) -> None:
+    """The same-epoch validation gap of every pair: early-training lead or lasting one?"""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    colors = dict(zip(SAMPLINGS, ("tab:red", "tab:green", "tab:purple")))
+    for (sampling, seed), g in sorted(validation_gaps(rows).items()):
+        ax.plot(range(1, len(g) + 1), [100 * x for x in g], "-", color=colors[sampling], lw=1,
+                label=sampling if seed == rows["seed"].min() else None)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation MSE, continuous / softmax - 1 (%)")
+    ax.set_title("same-epoch gap of each pair (below 0: continuous attention ahead)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def present(rows: pd.DataFrame) -> list[str]:
@@ -313,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     write_plot(rows, args.out / "synthetic_control.png")
     if "val_curve" in rows:  # the first (6-epoch) runs did not record it
         write_curves(rows, args.out / "validation_curves.png")
+        write_gaps(rows, args.out / "validation_gap.png")
     return 0
 
 

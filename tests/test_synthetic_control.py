@@ -45,13 +45,26 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, capsys):
     assert [len(json.loads(c)) for c in rows["val_curve"]] == list(rows["epochs"])
     summary = (tmp_path / "summary.md").read_text()
     assert "## Test MSE on every future step (`mse_all`)" in summary and "| informative | 1 |" in summary
-    assert (tmp_path / "synthetic_control.png").stat().st_size > 0
+    assert "## Validation MSE at the same epoch" in summary
+    for plot in ("synthetic_control.png", "validation_curves.png", "validation_gap.png"):
+        assert (tmp_path / plot).stat().st_size > 0
     capsys.readouterr()
     assert sc.main(args) == 0
     assert "4 runs recorded, 0 to run" in capsys.readouterr().out
     assert len(pd.read_csv(tmp_path / "results.csv")) == 4
     with pytest.raises(SystemExit, match="settings .*'max_epochs': 1.* not .*'max_epochs': 2"):
         sc.main([*args, "--seeds", "1", "--max-epochs", "2"])
+
+
+def test_validation_gaps_pair_the_epochs_both_runs_reached():
+    rows = pd.DataFrame({"sampling": ["random"] * 3 + ["complete"], "seed": [0, 0, 1, 0],
+                         "attention": ["softmax", "continuous", "softmax", "softmax"],
+                         "val_curve": ["[0.5, 0.4, 0.2]", "[0.4, 0.5]", "[1.0]", "[1.0]"]})
+    gaps = sc.validation_gaps(rows)
+    assert list(gaps) == [("random", 0)]  # the other runs have no partner
+    assert gaps["random", 0] == pytest.approx([-0.2, 0.25])
+    table = "\n".join(sc.gap_table(rows))
+    assert "| random | -20.0 % (1) | +25.0 % (1) |" in table and "| complete | " in table
 
 
 def test_runs_are_not_appended_to_another_versions_table(tmp_path):

@@ -176,7 +176,7 @@ def paired(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def write_summary(rows: pd.DataFrame, out: Path, meta: dict) -> None:
-    lines = ["# Synthetic control: informative against random sampling", "",
+    lines = [f"# Synthetic control: {', '.join(present(rows))} sampling", "",
              f"`{meta['command']}`; {meta['date']}; torch {meta['torch']}, {meta['threads']} thread(s), {meta['cpu']} "
              f"({meta['cores']} cores). Design and the prediction written before the runs: "
              "`benchmarks/synthetic_control.py`.", "",

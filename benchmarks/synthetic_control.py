@@ -57,6 +57,11 @@ handling irregular observations, the attentions tie on complete data (within ±2
 MSE); if it comes from the attention's form on smooth signals, continuous attention is lower on
 complete data too, by a margin like the irregular samplings'.
 
+Corrections to the amendments' records of what had been seen (2026-12-03 13:59 UTC, after an audit;
+the predictions are unchanged): amendment 1 was committed at 12:43 UTC, and its "kept epoch 4 or 5
+of 6" counts epochs from 0 (epochs 5-6 counted from 1); amendment 2's random seed-0 lead was 15.5 %,
+not 16 %.
+
 Writes results.csv (one row per run, appended as runs finish; finished runs are skipped on a
 rerun), summary.md (paired continuous - softmax per sampling), synthetic_control.png (test MSE per
 run) and validation_curves.png (validation MSE after every epoch).

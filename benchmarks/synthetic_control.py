@@ -196,10 +196,10 @@ def write_summary(rows: pd.DataFrame, out: Path, meta: dict) -> None:
                          f"| {r.continuous_lower} of {r.pairs} |")
         lines.append("")
     lines += ["## Runs", "", "| sampling | attention | seed | mse_all | mse_observed | observed share | crest share "
-              "| best epoch / epochs | fit s |", "|---|---|---|---|---|---|---|---|---|"]
+              "| kept epoch / epochs (from 1) | fit s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows.sort_values(["sampling", "seed", "attention"]).itertuples():
         lines.append(f"| {r.sampling} | {r.attention} | {r.seed} | {r.mse_all:.4f} | {r.mse_observed:.4f} | "
-                     f"{r.observed_share:.2f} | {r.crest_share:.2f} | {r.best_epoch} / {r.epochs} | {r.fit_s:.0f} |")
+                     f"{r.observed_share:.2f} | {r.crest_share:.2f} | {r.best_epoch + 1} / {r.epochs} | {r.fit_s:.0f} |")
     lines += ["", "![test MSE per run](synthetic_control.png)", ""]
     if "val_curve" in rows:
         lines += gap_table(rows)

@@ -77,9 +77,13 @@ import time
 import warnings
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import torch
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
 from lightning.pytorch.callbacks import Callback
 
 from ts_continuum import Forecaster
@@ -208,6 +212,13 @@ def write_summary(rows: pd.DataFrame, out: Path, meta: dict) -> None:
     (out / "summary.md").write_text("\n".join(lines))
 
 
+def save(fig, path: Path) -> None:
+    """Write a figure and free it (one run of the script draws three)."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def validation_gaps(rows: pd.DataFrame) -> dict[tuple[str, int], list[float]]:
     """(sampling, seed) -> continuous / softmax - 1 of the validation MSE after each epoch both ran."""
     curves = {(r.sampling, r.seed, r.attention): json.loads(r.val_curve) for r in rows.itertuples()}
@@ -239,11 +250,6 @@ def gap_table(rows: pd.DataFrame) -> list[str]:
 
 def write_gaps(rows: pd.DataFrame, path: Path) -> None:
     """The same-epoch validation gap of every pair: early-training lead or lasting one?"""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(7, 3.6))
     colors = dict(zip(SAMPLINGS, ("tab:red", "tab:green", "tab:purple")))
     for (sampling, seed), g in sorted(validation_gaps(rows).items()):
@@ -254,9 +260,7 @@ def write_gaps(rows: pd.DataFrame, path: Path) -> None:
     ax.set_ylabel("validation MSE, continuous / softmax - 1 (%)")
     ax.set_title("same-epoch gap of each pair (below 0: continuous attention ahead)", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def present(rows: pd.DataFrame) -> list[str]:
@@ -264,11 +268,6 @@ def present(rows: pd.DataFrame) -> list[str]:
 
 
 def write_plot(rows: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     samplings = present(rows)
     fig, axes = plt.subplots(1, 2, figsize=(4 + 2 * len(samplings), 3.4), sharey=True)
     for ax, metric in zip(axes, ("mse_all", "mse_observed")):
@@ -283,18 +282,11 @@ def write_plot(rows: pd.DataFrame, path: Path) -> None:
         ax.set_title(metric, fontsize=9)
     axes[0].set_ylabel("test MSE (bars: mean; dots: seeds)")
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def write_curves(rows: pd.DataFrame, path: Path) -> None:
     """Validation MSE after every epoch, one line per run, a panel per sampling."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     samplings = present(rows)
     fig, axes = plt.subplots(1, len(samplings), figsize=(4 * len(samplings), 3.4), sharey=True, squeeze=False)
     axes = axes[0]
@@ -309,9 +301,7 @@ def write_curves(rows: pd.DataFrame, path: Path) -> None:
         ax.set_title(f"{sampling} sampling", fontsize=9)
     axes[0].set_ylabel("validation MSE (one line per run)")
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,6 +54,98 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, capsys):
     assert len(pd.read_csv(tmp_path / "results.csv")) == 4
     with pytest.raises(SystemExit, match="settings .*'max_epochs': 1.* not .*'max_epochs': 2"):
         sc.main([*args, "--seeds", "1", "--max-epochs", "2"])
+    with pytest.raises(SystemExit, match="another model, input"):
+        sc.main([*args, "--seeds", "1", "--model", "patchtst"])
+
+    grid_out = tmp_path / "interpolated"
+    grid_args = ["--out", str(grid_out), "--series", "2", "--steps", "650", "--max-epochs", "1", "--seeds", "0",
+                 "--attention-backend", "torch", "--input", "interpolated"]
+    with pytest.raises(SystemExit, match="its runs have the settings .*'max_epochs': 1.* not .*'max_epochs': 2"):
+        sc.main([*grid_args, "--max-epochs", "2", "--compare-with", str(tmp_path)])
+    assert sc.main([*grid_args, "--compare-with", str(tmp_path)]) == 0
+    rows = pd.read_csv(grid_out / "results.csv")
+    assert sorted(rows["sampling"].unique()) == ["informative", "random"]  # complete: nothing to interpolate
+    assert set(rows["input"]) == {"interpolated"} and set(rows["model"]) == {"encoder"}
+    assert (rows["n_all"] == 2 * sc.N_WINDOWS * sc.HORIZON).all()
+    summary = (grid_out / "summary.md").read_text()
+    assert "(encoder-only Transformer, input interpolated onto every step)" in summary
+    theirs = pd.read_csv(tmp_path / "results.csv").set_index(["sampling", "attention"])["mse_all"]
+    mine = rows.set_index(["sampling", "attention"])["mse_all"]
+    delta = theirs["random", "continuous"] - mine["random", "softmax"]
+    assert f"| random | continuous on the observations vs softmax interpolated | 1 | {mine['random', 'softmax']:.4f} " \
+           f"| {theirs['random', 'continuous']:.4f} | {delta:+.4f} " in summary
+
+
+def test_interpolating_complete_sampling_or_comparing_observed_runs_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        sc.main(["--out", str(tmp_path), "--input", "interpolated", "--samplings", "complete"])
+    assert "complete sampling has nothing to interpolate" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sc.main(["--out", str(tmp_path), "--compare-with", str(tmp_path)])
+    assert "add --input interpolated" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="no results.csv and meta.json there"):
+        sc.main(["--out", str(tmp_path / "a"), "--input", "interpolated", "--compare-with", str(tmp_path / "b")])
+
+
+def test_a_tiny_patchtst_run(tmp_path):
+    """PatchTST (amendment 4) on irregular and complete input: patches of observations, then of steps."""
+    assert sc.main(["--out", str(tmp_path), "--series", "2", "--steps", "650", "--max-epochs", "1", "--seeds", "0",
+                    "--attention-backend", "torch", "--model", "patchtst", "--samplings", "random", "complete"]) == 0
+    rows = pd.read_csv(tmp_path / "results.csv")
+    assert len(rows) == 4 and set(rows["model"]) == {"patchtst"} and (rows["mse_all"] > 0).all()
+    assert "(PatchTST, the observations as input)" in (tmp_path / "summary.md").read_text()
+
+
+def test_on_grid_interpolates_each_series_between_its_own_observations():
+    observed = pd.DataFrame({"unique_id": [0, 0, 0, 1, 1], "ds": [2.0, 4.0, 5.0, 0.0, 3.0],
+                             "y": [1.0, 3.0, -1.0, 0.0, 6.0]})
+    grid = sc.on_grid(observed)
+    assert grid["unique_id"].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert grid["ds"].tolist() == [2, 3, 4, 5, 0, 1, 2, 3]
+    assert grid["y"].tolist() == pytest.approx([1, 2, 3, -1, 0, 2, 4, 6])
+
+
+@pytest.fixture(scope="module")
+def tiny_fit():
+    """A one-epoch encoder on 2 series of an informative draw, and the draw's observations."""
+    from ts_continuum import Forecaster
+
+    observed, _ = sc.simulate("informative", seed=1, n_series=2, n_steps=650)
+    last = observed.groupby("unique_id")["ds"].transform("max")
+    f = Forecaster(attention="softmax", max_epochs=1, attention_backend="torch", **sc.MODELS["encoder"])
+    f.fit(observed[observed["ds"] <= last - sc.HELD_OUT], val_size=sc.HELD_OUT)
+    return f, observed
+
+
+def test_the_baseline_forecasts_the_steps_the_backtest_scores(tiny_fit):
+    """Same origins (the last observation at or before each cutoff), same steps, same actuals: the two
+    inputs are scored on the same targets from the same information."""
+    f, observed = tiny_fit
+    bt = f.backtest(observed, n_windows=sc.N_WINDOWS, step=sc.HORIZON).forecasts
+    origins = sc.window_origins(observed)
+    pd.testing.assert_frame_equal(origins[["unique_id", "cutoff"]],
+                                  bt[["unique_id", "cutoff"]].drop_duplicates().reset_index(drop=True))
+    assert origins.groupby("unique_id")["rank"].max().tolist() == [sc.N_WINDOWS - 1] * 2
+    grid = sc.forecasts_from_grid(f, observed)
+    pd.testing.assert_frame_equal(grid[["unique_id", "cutoff", "ds", "y"]], bt[["unique_id", "cutoff", "ds", "y"]])
+
+
+def test_the_baseline_does_not_look_past_the_forecast_origin(tiny_fit):
+    """Interpolating a window's history with the whole series would fill the steps just before its
+    origin from later observations; changing everything after the last origin must change nothing
+    but the actuals, and changing one window's future must leave its forecast alone."""
+    f, observed = tiny_fit
+    before = sc.forecasts_from_grid(f, observed)
+    origins = sc.window_origins(observed)
+    first = origins[origins["rank"] == 0].set_index("unique_id")["cutoff"]
+    changed = observed.copy()
+    later = changed["ds"] > changed["unique_id"].map(first)
+    changed.loc[later, "y"] += 50.0
+    after = sc.forecasts_from_grid(f, changed)
+    at_first = (after["cutoff"] == after["unique_id"].map(first)).to_numpy()
+    assert at_first.sum() == 2 * sc.HORIZON
+    pd.testing.assert_series_equal(after.loc[at_first, "y_forecast"], before.loc[at_first, "y_forecast"])
+    assert (after.loc[~at_first, "y_forecast"] - before.loc[~at_first, "y_forecast"]).abs().min() > 1.0
 
 
 def test_validation_gaps_pair_the_epochs_both_runs_reached():

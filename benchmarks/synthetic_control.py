@@ -482,7 +482,6 @@ def main(argv: list[str] | None = None) -> int:
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
     settings = dict(model=args.model, input=args.input, max_epochs=args.max_epochs, series=args.series,
                     steps=args.steps, attention_backend=args.attention_backend)
-    compare = None if args.compare_with is None else comparison(args.compare_with, settings)
     finished = set(zip(done["sampling"], done["attention"], done["seed"].astype(int)))
     todo = [(s, a, seed) for seed in args.seeds for s in args.samplings for a in ATTENTIONS
             if (s, a, seed) not in finished]
@@ -492,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     if todo and meta is not None and settings_of(meta) != settings:
         raise SystemExit(f"{args.out} holds runs with the settings {settings_of(meta)}, not {settings}; runs of "
                          "another model, input, budget or size must not be summarised together: choose another --out")
+    if not todo and settings_of(meta) is not None:
+        settings = settings_of(meta)  # only the summary is rewritten: it describes the runs recorded
+    compare = None if args.compare_with is None else comparison(args.compare_with, settings)
     print(f"{len(finished)} runs recorded, {len(todo)} to run -> {args.out}", flush=True)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -74,6 +74,10 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, capsys):
     delta = theirs["random", "continuous"] - mine["random", "softmax"]
     assert f"| random | continuous on the observations vs softmax interpolated | 1 | {mine['random', 'softmax']:.4f} " \
            f"| {theirs['random', 'continuous']:.4f} | {delta:+.4f} " in summary
+    (grid_out / "summary.md").unlink()
+    assert sc.main(["--out", str(grid_out), "--input", "interpolated", "--seeds", "0", "--compare-with",
+                    str(tmp_path)]) == 0
+    assert (grid_out / "summary.md").read_text() == summary  # rewritten from the recorded settings alone
 
 
 def test_interpolating_complete_sampling_or_comparing_observed_runs_is_refused(tmp_path, capsys):

@@ -313,7 +313,7 @@ def write_summary(rows: pd.DataFrame, out: Path, meta: dict, compare: tuple[pd.D
                          f"| {r.continuous_lower} of {r.pairs} |")
         lines.append("")
     if compare is not None:
-        lines += against_lines(rows, *compare)
+        lines += against_lines(rows, *compare) + ["![both inputs, both attentions](against_observed.png)", ""]
     lines += ["## Runs", "", "| sampling | attention | seed | mse_all | mse_observed | observed share | crest share "
               "| kept epoch / epochs (from 1) | fit s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows.sort_values(["sampling", "seed", "attention"]).itertuples():
@@ -397,6 +397,27 @@ def write_plot(rows: pd.DataFrame, path: Path) -> None:
         ax.set_title(metric, fontsize=9)
     axes[0].set_ylabel("test MSE (bars: mean; dots: seeds)")
     axes[0].legend(fontsize=8)
+    save(fig, path)
+
+
+def write_against_plot(rows: pd.DataFrame, other: pd.DataFrame, path: Path) -> None:
+    """Test MSE of each attention on the observations and on the interpolated grid, per sampling: the
+    four ways a practitioner could feed these series to the model, side by side."""
+    samplings = present(rows)
+    fig, ax = plt.subplots(figsize=(3 + 2.5 * len(samplings), 3.6))
+    kinds = [(other, "observed", "softmax"), (other, "observed", "continuous"), (rows, "interpolated", "softmax"),
+             (rows, "interpolated", "continuous")]
+    colors = ("tab:blue", "tab:orange", "lightsteelblue", "navajowhite")
+    for i, sampling in enumerate(samplings):
+        for j, ((frame, input_, attention), color) in enumerate(zip(kinds, colors)):
+            v = frame[(frame["sampling"] == sampling) & (frame["attention"] == attention)]["mse_all"]
+            x = i + (j - 1.5) * 0.2
+            ax.bar(x, v.mean() if len(v) else 0, 0.19, color=color, edgecolor="grey",
+                   label=f"{attention}, {input_}" if i == 0 else None)
+            ax.plot([x] * len(v), v, "k.", ms=4)
+    ax.set_xticks(range(len(samplings)), samplings)
+    ax.set_ylabel("test MSE, every future step\n(bars: mean; dots: seeds)")
+    ax.legend(fontsize=8)
     save(fig, path)
 
 
@@ -521,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
         meta_path.write_text(json.dumps(meta, indent=1))
     write_summary(rows, args.out, meta, compare)
     write_plot(rows, args.out / "synthetic_control.png")
+    if compare is not None:
+        write_against_plot(rows, compare[0], args.out / "against_observed.png")
     if "val_curve" in rows:  # the first (6-epoch) runs did not record it
         write_curves(rows, args.out / "validation_curves.png")
         write_gaps(rows, args.out / "validation_gap.png")

@@ -69,6 +69,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, capsys):
     assert (rows["n_all"] == 2 * sc.N_WINDOWS * sc.HORIZON).all()
     summary = (grid_out / "summary.md").read_text()
     assert "(encoder-only Transformer, input interpolated onto every step)" in summary
+    assert (grid_out / "against_observed.png").stat().st_size > 0
     theirs = pd.read_csv(tmp_path / "results.csv").set_index(["sampling", "attention"])["mse_all"]
     mine = rows.set_index(["sampling", "attention"])["mse_all"]
     delta = theirs["random", "continuous"] - mine["random", "softmax"]

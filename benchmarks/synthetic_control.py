@@ -194,6 +194,35 @@ def window_origins(observed: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def grid_error(sampling: str, seed: int, n_series: int, n_steps: int) -> dict:
+    """How far the interpolated grid lies from the simulated series at the steps it fills, in the
+    cycle's troughs and on its crests (error = interpolated - simulated, noise included)."""
+    observed, full = simulate(sampling, seed, n_series, n_steps)
+    g = on_grid(observed).merge(full, on=["unique_id", "ds"], suffixes=("_grid", ""))
+    filled, err = ~g["observed"], g["y_grid"] - g["y"]
+    out = dict(filled=float(filled.mean()), mse=float((err[filled] ** 2).mean()))
+    for part, on_crest in (("trough", False), ("crest", True)):
+        at = filled & (g["crest"] == on_crest)
+        out[f"{part}_filled"] = float(at.sum() / (g["crest"] == on_crest).sum())
+        out[f"{part}_bias"] = float(err[at].mean())
+    return out
+
+
+def grid_error_lines(rows: pd.DataFrame, settings: dict) -> list[str]:
+    lines = ["## How far the interpolated grid is from the series (added after the runs)", "",
+             "At the steps interpolation fills, against the simulated values (noise variance 0.01), over each "
+             "whole draw: the grid these runs were trained on and fed.", "",
+             "| sampling | seed | steps filled | MSE of the filled steps | troughs filled | bias there | "
+             "crests filled | bias there |", "|---|---|---|---|---|---|---|---|"]
+    for sampling in present(rows):
+        for seed in sorted(rows.loc[rows["sampling"] == sampling, "seed"].unique()):
+            e = grid_error(sampling, int(seed), settings["series"], settings["steps"])
+            lines.append(f"| {sampling} | {seed} | {100 * e['filled']:.0f} % | {e['mse']:.3f} | "
+                         f"{100 * e['trough_filled']:.0f} % | {e['trough_bias']:+.3f} | {100 * e['crest_filled']:.0f} % | "
+                         f"{e['crest_bias']:+.3f} |")
+    return lines + [""]
+
+
 def forecasts_from_grid(f: Forecaster, observed: pd.DataFrame) -> pd.DataFrame:
     """The baseline's test forecasts: each window's history is interpolated from the observations up to
     its origin only (no look-ahead), so it forecasts the steps the observed-input backtest scores."""
@@ -314,6 +343,8 @@ def write_summary(rows: pd.DataFrame, out: Path, meta: dict, compare: tuple[pd.D
         lines.append("")
     if compare is not None:
         lines += against_lines(rows, *compare) + ["![both inputs, both attentions](against_observed.png)", ""]
+    if input_ == "interpolated":
+        lines += grid_error_lines(rows, meta["settings"])
     lines += ["## Runs", "", "| sampling | attention | seed | mse_all | mse_observed | observed share | crest share "
               "| kept epoch / epochs (from 1) | fit s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows.sort_values(["sampling", "seed", "attention"]).itertuples():

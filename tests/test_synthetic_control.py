@@ -70,6 +70,7 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, capsys):
     summary = (grid_out / "summary.md").read_text()
     assert "(encoder-only Transformer, input interpolated onto every step)" in summary
     assert (grid_out / "against_observed.png").stat().st_size > 0
+    assert "## How far the interpolated grid is from the series" in summary and "| random | 0 | " in summary
     theirs = pd.read_csv(tmp_path / "results.csv").set_index(["sampling", "attention"])["mse_all"]
     mine = rows.set_index(["sampling", "attention"])["mse_all"]
     delta = theirs["random", "continuous"] - mine["random", "softmax"]
@@ -108,6 +109,17 @@ def test_on_grid_interpolates_each_series_between_its_own_observations():
     assert grid["unique_id"].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
     assert grid["ds"].tolist() == [2, 3, 4, 5, 0, 1, 2, 3]
     assert grid["y"].tolist() == pytest.approx([1, 2, 3, -1, 0, 2, 4, 6])
+
+
+def test_the_grid_errs_in_the_sparse_troughs_of_informative_sampling():
+    """Linear interpolation cuts across the sparsely observed troughs, so it fills them too high; under
+    random sampling the gaps are short and the grid is close to the series everywhere."""
+    informative = sc.grid_error("informative", seed=0, n_series=4, n_steps=1500)
+    uniform = sc.grid_error("random", seed=0, n_series=4, n_steps=1500)
+    assert informative["filled"] == pytest.approx(0.45, abs=0.02) == uniform["filled"]
+    assert informative["trough_filled"] == pytest.approx(0.8, abs=0.03)
+    assert informative["trough_bias"] > 0.2 and abs(informative["crest_bias"]) < 0.05
+    assert informative["mse"] > 3 * uniform["mse"]
 
 
 @pytest.fixture(scope="module")

@@ -165,6 +165,40 @@ def test_softmax_with_rope_sees_timestamps_and_does_not_warn(data):
         Forecaster(**TINY, attention="softmax", pos_encoding="rope").fit(data, target_cols=TARGETS)
 
 
+def test_interpolate_inputs_feeds_complete_regular_windows_and_survives_save_load(data, tmp_path, monkeypatch):
+    """With interpolate_inputs the model sees every nominal step of every window (so softmax with index
+    positions is not blind and no warning is due), in fit, predict and backtest alike."""
+    f = Forecaster(**TINY, attention="softmax", pos_encoding="learned", interpolate_inputs=True)
+    seen = []
+    original = type(f.model_ or f._build_model(2)).forward
+
+    def spy(model, x, x_mask=None, x_time=None, *args, **kwargs):
+        seen.append((x_mask, x_time))
+        return original(model, x, x_mask, x_time, *args, **kwargs)
+
+    monkeypatch.setattr(type(f._build_model(2)), "forward", spy)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*cannot see.*")
+        f.fit(data, target_cols=TARGETS, val_size=H)
+        pred = f.predict(data)
+        f.backtest(data, n_windows=2)
+    assert len(seen) > 3
+    grid = np.arange(-TINY["lookback"] + 1, 1, dtype=np.float32)
+    for x_mask, x_time in seen:
+        assert x_mask.all() and (x_time.numpy() == grid).all()
+    monkeypatch.undo()
+    loaded = Forecaster.load(f.save(tmp_path / "model"))
+    assert loaded.interpolate_inputs and "interpolate_inputs=True" in repr(loaded)
+    pd.testing.assert_frame_equal(loaded.predict(data), pred)
+    plain = Forecaster(**TINY, attention="softmax", pos_encoding="rope").fit(data, target_cols=TARGETS, val_size=H)
+    assert not np.allclose(plain.predict(data)[TARGETS].to_numpy(), pred[TARGETS].to_numpy())
+
+
+def test_interpolate_inputs_must_be_a_bool():
+    with pytest.raises(ValueError, match="interpolate_inputs must be True or False, got 'linear'"):
+        Forecaster(**TINY, interpolate_inputs="linear")
+
+
 def test_encoder_model_and_option_routing(data):
     tiny = {k: v for k, v in TINY.items() if k not in ("patch_len", "stride")}
     f = Forecaster("encoder", **{**tiny, "d_model": 12}, lr=3e-3, lr_schedule="constant", dropout=0.0)

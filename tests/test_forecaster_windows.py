@@ -77,6 +77,37 @@ def test_missing_values_are_masked_not_zero_filled_observations():
     np.testing.assert_array_equal(w.input_counts(values, np.array([3])), [[3, 3]])
 
 
+def test_filled_inputs_equal_the_benchmark_runners_interpolation_baseline():
+    """``fill_inputs`` is the runner's baseline (``WindowDataset(interpolate=True)``) on the Forecaster's
+    windows: each variable interpolated between the window's own observations, flat before the first
+    and after the last, on a complete regular grid that takes the models' fast path."""
+    rng = np.random.default_rng(3)
+    n, L, H = 60, 8, 3
+    full = rng.standard_normal((n, 2))
+    mask = rng.random((n, 2)) > 0.4
+    mask[:L] = True  # every window has an observation of each variable
+    values = np.where(mask, full, np.nan)
+    w = Windows(np.arange(n, dtype=float), np.array([0, n]), 1.0, L, H, fill_inputs=True)
+    reference = WindowDataset(full, 0, n, L, H, mask=mask, interpolate=True)
+    batch = w.batch(values.astype(np.float32), np.arange(L - 1, L - 1 + len(reference)), with_targets=False)
+    for i in range(len(reference)):
+        torch.testing.assert_close(batch["x"][i], reference[i]["x"])
+    assert batch["x_mask"].all() and is_regular(batch["x_mask"], batch["x_time"])
+    torch.testing.assert_close(batch["x_time"][0], reference[0]["x_time"])
+    unfilled = Windows(np.arange(n, dtype=float), np.array([0, n]), 1.0, L, H).batch(values, np.arange(L - 1, n))
+    assert not unfilled["x_mask"].all()  # the same windows without filling have gaps
+
+
+def test_filled_inputs_of_irregular_times_and_an_unseen_variable():
+    steps = np.array([0.0, 1.0, 3.0, 4.0, 7.0, 8.2, 9.6])
+    values = np.stack([np.arange(7.0), np.where(steps < 4, 1.0, np.nan)], axis=1)
+    w = Windows(steps, np.array([0, 7]), 1.0, 4, 1, fill_inputs=True)
+    x, mask, t = w.inputs(values, np.array([6]))  # observations at 7.0, 8.2, 9.6 read out at 6.6 .. 9.6
+    np.testing.assert_allclose(t[0], [-3, -2, -1, 0])
+    np.testing.assert_allclose(x[0, :, 0], [4.0, 4.0 + 0.6 / 1.2, 5.0 + 0.4 / 1.4, 6.0], rtol=1e-6)
+    assert mask[0, :, 0].all() and not mask[0, :, 1].any()  # no observation of it in this window
+
+
 def test_windows_do_not_cross_series_boundaries():
     times = np.concatenate([np.arange(10.0), np.arange(10.0)])
     values = np.concatenate([np.zeros(10), np.ones(10)])[:, None]

@@ -45,7 +45,7 @@ def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None)
     n_windows = positive_int("n_windows", n_windows)
     step = H if step is None else positive_int("step", step)
     panel = f._read(df, "backtest data")
-    windows = Windows(panel.times, panel.bounds, f.freq_, f.lookback, H)
+    windows = f._windows(panel, f.freq_)
     span = windows.steps[panel.last_rows]
     need = H + (n_windows - 1) * step
     short = np.flatnonzero(span < need - EPS)

@@ -55,6 +55,10 @@ class Forecaster:
         pos_encoding: "rope" (rotary positions at the real timestamps, so a softmax model also
             sees gaps), "learned" or "none" (token indices: blind to gaps, hence a warning on
             irregular data with softmax attention).
+        interpolate_inputs: read each window's inputs out on every nominal step by linear
+            interpolation between its own observations, so the model sees a complete regular window
+            (targets stay the observations). The conventional baseline for irregular data; on ETT
+            inputs dropped at random it beat both attentions (``benchmarks/results/RESULTS.md``).
         batch_size: training windows per step.
         early_stopping_patience: epochs without a better ``val_mse`` before stopping (with ``val_size``).
         seed: seeds weights and shuffling.
@@ -65,12 +69,15 @@ class Forecaster:
 
     def __init__(self, model: str = "patchtst", horizon: int = 96, lookback: int = 336,
                  attention: str = "continuous", freq=None, pos_encoding: str = "rope", *,
-                 batch_size: int = 64, early_stopping_patience: int = 3, seed: int = 0, **kwargs):
+                 interpolate_inputs: bool = False, batch_size: int = 64, early_stopping_patience: int = 3, seed: int = 0, **kwargs):
         self.horizon, self.lookback = positive_int("horizon", horizon), positive_int("lookback", lookback)
         self.batch_size = positive_int("batch_size", batch_size)
         self.early_stopping_patience = positive_int("early_stopping_patience", early_stopping_patience)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise ValueError(f"seed must be an integer, got {seed!r}")
+        if not isinstance(interpolate_inputs, (bool, np.bool_)):
+            raise ValueError(f"interpolate_inputs must be True or False, got {interpolate_inputs!r}")
+        self.interpolate_inputs = bool(interpolate_inputs)
         if str(model).lower() not in MODELS:
             raise ValueError(f"unknown model {model!r}; choose one of {', '.join(map(repr, MODELS))}")
         self.model_name, self.seed = str(model).lower(), int(seed)
@@ -78,7 +85,8 @@ class Forecaster:
         self.attention, self.pos_encoding, self.freq = attention, pos_encoding, freq
         self.options = split_options(self.model_cls, kwargs, MODEL_ARGS)
         self.init_args = dict(model=self.model_name, horizon=self.horizon, lookback=self.lookback,
-                              attention=attention, freq=freq, pos_encoding=pos_encoding, batch_size=self.batch_size,
+                              attention=attention, freq=freq, pos_encoding=pos_encoding,
+                              interpolate_inputs=self.interpolate_inputs, batch_size=self.batch_size,
                               early_stopping_patience=self.early_stopping_patience, seed=self.seed, **kwargs)
         ForecastingModule(self._build_model(1), **self.options.module)  # bad model/training arguments fail now
         self.model_: torch.nn.Module | None = None
@@ -110,13 +118,13 @@ class Forecaster:
         freq = infer_freq(panel) if freq is None else freq
         check_resolution(panel, freq, self.lookback)
         self._warn_if_blind(panel, freq)
-        windows = Windows(panel.times, panel.bounds, freq, self.lookback, self.horizon)
+        windows = self._windows(panel, freq)
         span = windows.steps[panel.last_rows]  # steps from each series' first to last observation
         self._check_span(panel, span, freq, val_size or 0)
         if val_size:
             cut = span - val_size
             train_panel = panel.take(windows.steps <= cut[panel.codes] + EPS)
-            train_windows = Windows(train_panel.times, train_panel.bounds, freq, self.lookback, self.horizon)
+            train_windows = self._windows(train_panel, freq)
         else:
             cut, train_panel, train_windows = span, panel, windows
         scaler = Scaler.fit(train_panel.values, train_panel.bounds)
@@ -149,6 +157,9 @@ class Forecaster:
         self.model_, self.spec_, self.freq_, self.scaler_, self.context_ = model, spec, freq, scaler, context
         self.series_ = {sid: i for i, sid in enumerate(context.ids)}
 
+    def _windows(self, panel: Panel, freq) -> Windows:
+        return Windows(panel.times, panel.bounds, freq, self.lookback, self.horizon, self.interpolate_inputs)
+
     def _build_model(self, n_channels: int) -> torch.nn.Module:
         return self.model_cls(n_channels=n_channels, lookback=self.lookback, horizon=self.horizon,
                               attention=self.attention, pos_encoding=self.pos_encoding, **self.options.model)
@@ -168,7 +179,7 @@ class Forecaster:
             )
 
     def _warn_if_blind(self, panel: Panel, freq) -> None:
-        if self.attention != "softmax" or self.pos_encoding not in ("learned", "none"):
+        if self.attention != "softmax" or self.pos_encoding not in ("learned", "none") or self.interpolate_inputs:
             return
         reason = irregularity(panel, freq)
         if reason:
@@ -187,7 +198,7 @@ class Forecaster:
         """
         self._check_fitted("predict")
         panel = self.context_ if df is None else self._read(df, "predict data")
-        windows = Windows(panel.times, panel.bounds, self.freq_, self.lookback, self.horizon)
+        windows = self._windows(panel, self.freq_)
         scaler = self._scaler_for(panel)
         values = scaler.transform(panel.values, panel.bounds)
         origins = panel.last_rows

@@ -7,6 +7,11 @@ regular, complete window has times -lookback+1..0 and takes the models' regular 
 are the observations after the origin: one at t lands in horizon slot k = round((t - origin) / freq),
 k = 1..horizon (observations rounding to the same slot are averaged); ``y_mask`` is False where none
 lands. On regular complete data this is exactly the standard sliding window.
+
+With ``fill_inputs``, each window's inputs are read out on every nominal step -lookback+1..0 by
+linear interpolation between that window's own observations (held flat before the first), the
+conventional way to give irregular data to a model built for regular steps; targets stay the
+observations, and nothing after the origin is used.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ EPS = 1e-6
 class Windows:
     """Window bounds of every row of series concatenated row-wise (``bounds``: (S + 1,) offsets)."""
 
-    def __init__(self, times: np.ndarray, bounds: np.ndarray, freq: float | int, lookback: int, horizon: int):
+    def __init__(self, times: np.ndarray, bounds: np.ndarray, freq: float | int, lookback: int, horizon: int,
+                 fill_inputs: bool = False):
         self.times, self.bounds, self.freq = times, bounds, freq
-        self.lookback, self.horizon = lookback, horizon
+        self.lookback, self.horizon, self.fill_inputs = lookback, horizon, fill_inputs
         n = len(times)
         self.steps = np.empty(n)  # nominal steps since the series' first observation
         self.in_lo = np.empty(n, dtype=np.int64)  # first input row (inclusive)
@@ -56,6 +62,8 @@ class Windows:
         t = self._relative(rows, origins)
         t_first = np.take_along_axis(t, first, axis=1)
         t = np.where(used, t, t_first - (first - slots[None, :]))  # unused slots: any increasing times
+        if self.fill_inputs:
+            return on_grid(x, mask, t)
         return np.where(mask, x, 0.0).astype(np.float32), mask, t.astype(np.float32)
 
     def targets(self, values: np.ndarray, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -103,6 +111,21 @@ class Windows:
             y, y_mask = self.targets(values, origins)
             out["y"], out["y_mask"] = torch.from_numpy(y.astype(np.float32)), torch.from_numpy(y_mask)
         return out
+
+
+def on_grid(x: np.ndarray, mask: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs (W, L, C) at times ``t`` (W, L) read out on the nominal steps -L+1..0 by linear
+    interpolation between each window's observed values of each variable; a variable with none in a
+    window stays masked there."""
+    W, L, C = x.shape
+    grid = np.arange(-L + 1, 1, dtype=np.float64)
+    out = np.zeros((W, L, C), dtype=np.float32)
+    seen = mask.any(axis=1)  # (W, C)
+    for w, c in zip(*np.nonzero(seen)):
+        m = mask[w, :, c]
+        out[w, :, c] = np.interp(grid, t[w, m], x[w, m, c])
+    filled = np.broadcast_to(seen[:, None, :], (W, L, C)).copy()
+    return out, filled, np.broadcast_to(grid.astype(np.float32), (W, L)).copy()
 
 
 class WindowBatches(Dataset):

@@ -81,6 +81,18 @@ def test_tiny_run_writes_results_and_resumes(tmp_path, capsys):
                     str(tmp_path)]) == 0
     assert (grid_out / "summary.md").read_text() == summary  # rewritten from the recorded settings alone
 
+    inputs_out = tmp_path / "inputs"
+    assert sc.main(["--out", str(inputs_out), "--series", "2", "--steps", "650", "--max-epochs", "1", "--seeds", "0",
+                    "--attention-backend", "torch", "--input", "inputs_interpolated", "--samplings", "random",
+                    "--compare-with", str(tmp_path)]) == 0
+    filled = pd.read_csv(inputs_out / "results.csv").set_index("attention")
+    assert set(filled["input"]) == {"inputs_interpolated"} and (filled["n_all"] == 2 * sc.N_WINDOWS * sc.HORIZON).all()
+    for attention in sc.ATTENTIONS:  # same seed and data as the observed run: only the inputs differ
+        assert filled.loc[attention, "mse_all"] != pytest.approx(theirs["random", attention], rel=1e-6)
+    summary = (inputs_out / "summary.md").read_text()
+    assert "| random | continuous on the observations vs softmax inputs interpolated | 1 |" in summary
+    assert "targets observed)" in summary and "their targets are the observations" in summary
+
 
 def test_interpolating_complete_sampling_or_comparing_observed_runs_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):

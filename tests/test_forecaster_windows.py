@@ -108,6 +108,17 @@ def test_filled_inputs_of_irregular_times_and_an_unseen_variable():
     assert mask[0, :, 0].all() and not mask[0, :, 1].any()  # no observation of it in this window
 
 
+def test_filled_inputs_use_every_observation_of_a_window_denser_than_the_nominal_step():
+    """Without filling, the most recent ``lookback`` observations fill the slots; filling reads out
+    the whole span, so the early grid steps are not held at one value."""
+    steps = np.arange(0, 12, 0.5)  # two observations per nominal step
+    values = np.sin(steps)[:, None]
+    w = Windows(steps, np.array([0, len(steps)]), 1.0, 8, 1, fill_inputs=True)
+    x, mask, t = w.inputs(values, np.array([len(steps) - 1]))  # origin 11.5: steps 4.5 .. 11.5
+    np.testing.assert_allclose(x[0, :, 0], np.sin(np.arange(4.5, 12, 1.0)), rtol=1e-6, atol=1e-7)
+    assert mask.all() and (t[0] == np.arange(-7, 1)).all()
+
+
 def test_windows_do_not_cross_series_boundaries():
     times = np.concatenate([np.arange(10.0), np.arange(10.0)])
     values = np.concatenate([np.zeros(10), np.ones(10)])[:, None]

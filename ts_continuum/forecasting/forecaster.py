@@ -86,7 +86,9 @@ class Forecaster:
         self.options = split_options(self.model_cls, kwargs, MODEL_ARGS)
         self.init_args = dict(model=self.model_name, horizon=self.horizon, lookback=self.lookback,
                               attention=attention, freq=freq, pos_encoding=pos_encoding,
-                              interpolate_inputs=self.interpolate_inputs, batch_size=self.batch_size,
+                              # saved only when set, so older versions still load what does not use it
+                              **({"interpolate_inputs": True} if self.interpolate_inputs else {}),
+                              batch_size=self.batch_size,
                               early_stopping_patience=self.early_stopping_patience, seed=self.seed, **kwargs)
         ForecastingModule(self._build_model(1), **self.options.module)  # bad model/training arguments fail now
         self.model_: torch.nn.Module | None = None

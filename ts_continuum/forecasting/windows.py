@@ -11,7 +11,8 @@ lands. On regular complete data this is exactly the standard sliding window.
 With ``fill_inputs``, each window's inputs are read out on every nominal step -lookback+1..0 by
 linear interpolation between that window's own observations (held flat before the first), the
 conventional way to give irregular data to a model built for regular steps; targets stay the
-observations, and nothing after the origin is used.
+observations, and nothing after the origin is used. Data denser than the nominal step then
+contributes every observation of the window's span, not only the most recent ``lookback``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class Windows:
             s = to_steps(times[b:e] - times[b], freq)
             self.steps[b:e] = s
             rows = np.arange(b, e)
-            self.in_lo[b:e] = np.maximum(b + np.searchsorted(s, s - lookback + EPS, side="right"), rows - lookback + 1)
+            first = b + np.searchsorted(s, s - lookback + EPS, side="right")
+            self.in_lo[b:e] = first if fill_inputs else np.maximum(first, rows - lookback + 1)
             self.tgt_lo[b:e] = b + np.searchsorted(s, s + 0.5, side="left")
             self.tgt_hi[b:e] = b + np.searchsorted(s, s + horizon + 0.5, side="left")
 
@@ -53,17 +55,18 @@ class Windows:
         """x (W, L, C) with 0 where unobserved, x_mask (W, L, C) bool, x_time (W, L) float32."""
         L = self.lookback
         count = origins - self.in_lo[origins] + 1
-        slots = np.arange(L)
-        first = (L - count)[:, None]
+        K = max(L, int(count.max(initial=0)))  # more than L only with fill_inputs on data denser than freq
+        slots = np.arange(K)
+        first = (K - count)[:, None]
         used = slots[None, :] >= first
-        rows = np.where(used, origins[:, None] - (L - 1) + slots[None, :], origins[:, None])
+        rows = np.where(used, origins[:, None] - (K - 1) + slots[None, :], origins[:, None])
         x = values[rows]
         mask = used[..., None] & ~np.isnan(x)
         t = self._relative(rows, origins)
         t_first = np.take_along_axis(t, first, axis=1)
         t = np.where(used, t, t_first - (first - slots[None, :]))  # unused slots: any increasing times
         if self.fill_inputs:
-            return on_grid(x, mask, t)
+            return on_grid(x, mask, t, L)
         return np.where(mask, x, 0.0).astype(np.float32), mask, t.astype(np.float32)
 
     def targets(self, values: np.ndarray, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,11 +116,11 @@ class Windows:
         return out
 
 
-def on_grid(x: np.ndarray, mask: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Inputs (W, L, C) at times ``t`` (W, L) read out on the nominal steps -L+1..0 by linear
+def on_grid(x: np.ndarray, mask: np.ndarray, t: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs (W, K, C) at times ``t`` (W, K) read out on the nominal steps -L+1..0 by linear
     interpolation between each window's observed values of each variable; a variable with none in a
-    window stays masked there."""
-    W, L, C = x.shape
+    window stays masked there (fit skips such windows; predict and backtest refuse them)."""
+    W, C = x.shape[0], x.shape[2]
     grid = np.arange(-L + 1, 1, dtype=np.float64)
     out = np.zeros((W, L, C), dtype=np.float32)
     seen = mask.any(axis=1)  # (W, C)

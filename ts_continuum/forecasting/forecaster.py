@@ -69,7 +69,8 @@ class Forecaster:
 
     def __init__(self, model: str = "patchtst", horizon: int = 96, lookback: int = 336,
                  attention: str = "continuous", freq=None, pos_encoding: str = "rope", *,
-                 interpolate_inputs: bool = False, batch_size: int = 64, early_stopping_patience: int = 3, seed: int = 0, **kwargs):
+                 interpolate_inputs: bool = False, batch_size: int = 64, early_stopping_patience: int = 3,
+                 seed: int = 0, **kwargs):
         self.horizon, self.lookback = positive_int("horizon", horizon), positive_int("lookback", lookback)
         self.batch_size = positive_int("batch_size", batch_size)
         self.early_stopping_patience = positive_int("early_stopping_patience", early_stopping_patience)

@@ -151,9 +151,9 @@ MODELS = {"encoder": dict(model="encoder", **SIZE), "patchtst": dict(model="patc
 DESCRIBED = {"encoder": "encoder-only Transformer", "patchtst": "PatchTST",
              "observed": "the observations as input", "interpolated": "input interpolated onto every step",
              "inputs_interpolated": "each window's inputs interpolated onto every step, targets observed"}
-FIELDS = ["model", "input", "sampling", "attention", "seed", "mse_all", "mae_all", "mse_observed", "n_all", "n_observed",
-          "observed_share", "crest_share", "best_epoch", "epochs", "val_mse", "val_curve", "fit_s", "threads",
-          "finished_at"]
+FIELDS = ["model", "input", "sampling", "attention", "seed", "mse_all", "mae_all", "mse_observed", "n_all",
+          "n_observed", "observed_share", "crest_share", "best_epoch", "epochs", "val_mse", "val_curve", "fit_s",
+          "threads", "finished_at"]
 
 
 class ValidationCurve(Callback):
@@ -238,7 +238,8 @@ def grid_error_lines(rows: pd.DataFrame, settings: dict) -> list[str]:
         for seed in sorted(rows.loc[rows["sampling"] == sampling, "seed"].unique()):
             e = grid_error(sampling, int(seed), settings["series"], settings["steps"])
             lines.append(f"| {sampling} | {seed} | {100 * e['filled']:.0f} % | {e['mse']:.3f} | "
-                         f"{100 * e['trough_filled']:.0f} % | {e['trough_bias']:+.3f} | {100 * e['crest_filled']:.0f} % | "
+                         f"{100 * e['trough_filled']:.0f} % | {e['trough_bias']:+.3f} | "
+                         f"{100 * e['crest_filled']:.0f} % | "
                          f"{e['crest_bias']:+.3f} |")
     return lines + [""]
 
@@ -334,7 +335,8 @@ def against(rows: pd.DataFrame, other: pd.DataFrame, metric: str) -> pd.DataFram
 def against_lines(rows: pd.DataFrame, other: pd.DataFrame, where: str) -> list[str]:
     lines = [f"## Against the observations as input (`{where}`)", "",
              f"A = this folder's run ({DESCRIBED[rows['input'].iloc[0]]}), B = the same draw and seed with the "
-             "observations as input; Δ = B - A, mean over seeds with a 95 % t interval (below 0: the observations as input do "
+             "observations as input; Δ = B - A, mean over seeds with a 95 % t interval (below 0: the observations as "
+             "input do "
              "better).", ""]
     for metric in ("mse_all", "mse_observed"):
         lines += [f"`{metric}`:", "", "| sampling | comparison | pairs | A | B | Δ [95 % CI] | Δ / A | B lower |",
@@ -510,7 +512,8 @@ def comparison(folder: Path, settings: dict) -> tuple[pd.DataFrame, str]:
     """The runs of ``folder`` (the observations as input, otherwise this folder's settings) to pair with."""
     meta_path = folder / "meta.json"
     if not (folder / "results.csv").exists() or not meta_path.exists():
-        raise SystemExit(f"--compare-with {folder}: no results.csv and meta.json there; give a folder this script wrote")
+        raise SystemExit(f"--compare-with {folder}: no results.csv and meta.json there; give a folder this script "
+                         "wrote")
     theirs = settings_of(json.loads(meta_path.read_text()))
     wanted = {**settings, "input": "observed"}
     if theirs != wanted:

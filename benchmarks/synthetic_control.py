@@ -104,6 +104,17 @@ of softmax on the observations or lower; if the inputs did, it is worse by 8 % o
 grid's 16 %). (b) Under random sampling it is lower than softmax on the observations by at least
 10 % (about half the grid's 19 %). (c) The attentions tie with interpolated inputs (within ±2 %).
 
+Amendment 6 (2026-12-03 15:48 UTC, after amendment 5 had finished and been written up; written
+before any of its runs): PatchTST with interpolated inputs (``--model patchtst --input
+inputs_interpolated``), so that the study's main model also meets the conventional baseline here;
+amendment 4's settings, informative and random sampling, both attentions, 3 seeds, into
+``synthetic_control_patchtst_inputs_interpolated``, paired with ``synthetic_control_patchtst``.
+With interpolated inputs every window is complete and regular, so PatchTST patches steps, not
+observations. Predictions, written before it runs, on ``mse_all``, means over the 3 seeds per
+sampling: (a) softmax PatchTST with interpolated inputs is lower than both attentions of PatchTST on
+the observations, by at least 10 % of softmax-on-observations' MSE, under both samplings; (b) the
+attentions tie with interpolated inputs (within ±2 %).
+
 Writes results.csv (one row per run, appended as runs finish; finished runs are skipped on a
 rerun), summary.md (paired continuous - softmax per sampling; with ``--compare-with``, this folder's
 runs against another folder's, pair by pair), synthetic_control.png (test MSE per run),

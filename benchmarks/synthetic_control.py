@@ -199,7 +199,7 @@ def simulate(sampling: str, seed: int, n_series: int = 8, n_steps: int = 1500) -
     return full.loc[full["observed"], ["unique_id", "ds", "y"]].reset_index(drop=True), full
 
 
-def on_grid(observed: pd.DataFrame) -> pd.DataFrame:
+def frame_on_grid(observed: pd.DataFrame) -> pd.DataFrame:
     """Each series' observations linearly interpolated onto every step from its first to its last
     observation: the conventional way to hand irregular data to a model built for regular steps."""
     parts = []
@@ -226,7 +226,7 @@ def grid_error(sampling: str, seed: int, n_series: int, n_steps: int) -> dict:
     """How far the interpolated grid lies from the simulated series at the steps it fills, in the
     cycle's troughs and on its crests (error = interpolated - simulated, noise included)."""
     observed, full = simulate(sampling, seed, n_series, n_steps)
-    g = on_grid(observed).merge(full, on=["unique_id", "ds"], suffixes=("_grid", ""))
+    g = frame_on_grid(observed).merge(full, on=["unique_id", "ds"], suffixes=("_grid", ""))
     filled, err = ~g["observed"], g["y_grid"] - g["y"]
     out = dict(filled=float(filled.mean()), mse=float((err[filled] ** 2).mean()))
     for part, on_crest in (("trough", False), ("crest", True)):
@@ -262,7 +262,7 @@ def forecasts_from_grid(f: Forecaster, observed: pd.DataFrame) -> pd.DataFrame:
     parts = []
     for _, at in origins.groupby("rank"):
         upto = observed.merge(at[["unique_id", "cutoff"]], on="unique_id")
-        history = on_grid(upto[upto["ds"] <= upto["cutoff"]])
+        history = frame_on_grid(upto[upto["ds"] <= upto["cutoff"]])
         fc = f.predict(history).rename(columns={"y": "y_forecast"}).merge(at[["unique_id", "cutoff"]], on="unique_id")
         parts.append(fc.merge(observed, on=["unique_id", "ds"], how="left"))
     fc = pd.concat(parts, ignore_index=True).sort_values(["unique_id", "cutoff", "ds"], ignore_index=True)
@@ -281,7 +281,7 @@ def run_one(model: str, input_: str, sampling: str, attention: str, seed: int, m
                    interpolate_inputs=input_ == "inputs_interpolated", **MODELS[model])
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*(num_workers|does not have many workers).*")
-        f.fit(on_grid(train) if input_ == "interpolated" else train, val_size=HELD_OUT)
+        f.fit(frame_on_grid(train) if input_ == "interpolated" else train, val_size=HELD_OUT)
     fit_s = time.perf_counter() - t0
     if input_ == "interpolated":
         fc = forecasts_from_grid(f, observed)
@@ -347,8 +347,7 @@ def against_lines(rows: pd.DataFrame, other: pd.DataFrame, where: str) -> list[s
     lines = [f"## Against the observations as input (`{where}`)", "",
              f"A = this folder's run ({DESCRIBED[rows['input'].iloc[0]]}), B = the same draw and seed with the "
              "observations as input; Δ = B - A, mean over seeds with a 95 % t interval (below 0: the observations as "
-             "input do "
-             "better).", ""]
+             "input do better).", ""]
     for metric in ("mse_all", "mse_observed"):
         lines += [f"`{metric}`:", "", "| sampling | comparison | pairs | A | B | Δ [95 % CI] | Δ / A | B lower |",
                   "|---|---|---|---|---|---|---|---|"]

@@ -114,10 +114,10 @@ def test_a_tiny_patchtst_run(tmp_path):
     assert "(PatchTST, the observations as input)" in (tmp_path / "summary.md").read_text()
 
 
-def test_on_grid_interpolates_each_series_between_its_own_observations():
+def test_frame_on_grid_interpolates_each_series_between_its_own_observations():
     observed = pd.DataFrame({"unique_id": [0, 0, 0, 1, 1], "ds": [2.0, 4.0, 5.0, 0.0, 3.0],
                              "y": [1.0, 3.0, -1.0, 0.0, 6.0]})
-    grid = sc.on_grid(observed)
+    grid = sc.frame_on_grid(observed)
     assert grid["unique_id"].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
     assert grid["ds"].tolist() == [2, 3, 4, 5, 0, 1, 2, 3]
     assert grid["y"].tolist() == pytest.approx([1, 2, 3, -1, 0, 2, 4, 6])

@@ -17,6 +17,7 @@ from torch.utils.data import default_collate
 from ts_continuum.data import ForecastDataModule
 from ts_continuum.training import ForecastingModule
 from ts_continuum.training.cli import ForecastCLI, main
+from ts_continuum.training.errors import CLIError
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
@@ -342,7 +343,8 @@ def test_a_forecast_model_without_attention_trains_from_the_cli(config, tmp_path
     (["--model.weight_decay", "-0.1"], "weight_decay must be a number >= 0"),
 ])
 def test_bad_options_and_data_are_refused_in_one_line_before_the_run_folder(config, tmp_path, args, match):
-    assert match in refused("fit", "--config", str(config), *args)
+    message = refused("fit", "--config", str(config), *args)
+    assert match in message and "raised in" not in message  # the library's own checks need no origin
     assert not (tmp_path / "runs").exists()
 
 
@@ -363,3 +365,24 @@ def test_errors_that_are_not_bad_input_keep_their_traceback(config, monkeypatch)
     monkeypatch.setattr(ForecastDataModule, "setup", broken)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["fit", "--config", str(config)])
+
+
+def unparsable_dates(self, stage=None):
+    pd.to_datetime(["2016-07-01", "not a date"], format="%Y-%m-%d")
+
+
+def test_a_value_error_from_another_library_is_one_line_that_names_its_origin(config, monkeypatch):
+    """Usually bad input (pandas refusing a date), but possibly a bug: the line says where it came from."""
+    monkeypatch.setattr(ForecastDataModule, "setup", unparsable_dates)
+    monkeypatch.delenv("TS_CONTINUUM_TRACEBACK", raising=False)
+    message = refused("fit", "--config", str(config))
+    assert "not a date" in message and "raised in pandas." in message
+    assert "TS_CONTINUUM_TRACEBACK=1 shows the traceback" in message
+
+
+def test_ts_continuum_traceback_keeps_the_traceback_of_bad_input(config, monkeypatch):
+    monkeypatch.setattr(ForecastDataModule, "setup", unparsable_dates)
+    monkeypatch.setenv("TS_CONTINUUM_TRACEBACK", "1")
+    with pytest.raises(ValueError, match="not a date") as info:
+        main(["fit", "--config", str(config)])
+    assert not isinstance(info.value, CLIError)

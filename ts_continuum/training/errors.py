@@ -2,22 +2,48 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+TRACEBACK_VARIABLE = "TS_CONTINUUM_TRACEBACK"
 
 
 class CLIError(ValueError):
     """A command line or config the CLI refuses; ``main`` prints it without a traceback."""
 
 
+def raised_outside(error: BaseException) -> str | None:
+    """Where ``error`` was raised, as 'module, file:line', when that is not ts-continuum's own code
+    (whose checks say what to change), else None."""
+    tb = error.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "?")
+    if module == "ts_continuum" or module.startswith("ts_continuum."):
+        return None
+    return f"{module}, {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+
+
 @contextmanager
 def user_input_errors() -> Iterator[None]:
     """Constructors and the data module refuse bad options and data with ValueError or FileNotFoundError,
     whose message says what to change: reported as a CLIError instead of behind 20 frames of
-    jsonargparse and Lightning. Other exception types are bugs and keep their traceback."""
+    jsonargparse and Lightning. Other exception types are bugs and keep their traceback.
+
+    A ValueError from a library (pandas reading a date, say) is usually bad input too, so it is also
+    one line, but one that names where it was raised, so a bug is not hidden: with
+    TS_CONTINUUM_TRACEBACK=1 every such error keeps its traceback."""
     try:
         yield
     except CLIError:
         raise
     except (ValueError, FileNotFoundError) as error:
-        raise CLIError(str(error)) from error
+        if os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
+            raise
+        origin = raised_outside(error) if isinstance(error, ValueError) else None  # a missing file names itself
+        if origin is None:
+            raise CLIError(str(error)) from error
+        raise CLIError(f"{error} (raised in {origin}; {TRACEBACK_VARIABLE}=1 shows the traceback)") from error

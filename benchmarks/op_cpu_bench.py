@@ -97,13 +97,15 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     print(f"torch {meta['torch']}, {meta['threads']} threads, fwd+bwd median of {args.repeats} interleaved rounds")
-    print(f"{'B,H,T,D':>18} {'sdpa ms':>9} {'eager ms':>9} {'auto ms':>9} {'eager/sdpa':>10} {'auto/sdpa':>10} {'compile s':>9}")
+    print(f"{'B,H,T,D':>18} {'sdpa ms':>9} {'eager ms':>9} {'auto ms':>9} {'eager/sdpa':>10} {'auto/sdpa':>10} "
+          f"{'compile s':>9}")
     rows = []
     for shape in SHAPES:
         r = bench(shape, args.repeats)
         rows.append(r)
         print(
-            f"{','.join(map(str, shape)):>18} {1e3 * r['sdpa_s']:9.1f} {1e3 * r['eager_s']:9.1f} {1e3 * r['auto_s']:9.1f}"
+            f"{','.join(map(str, shape)):>18} {1e3 * r['sdpa_s']:9.1f} {1e3 * r['eager_s']:9.1f}"
+            f" {1e3 * r['auto_s']:9.1f}"
             f" {r['eager_ratio']:10.2f} {r['auto_ratio']:10.2f} {r['auto_first_call_s']:9.1f}"
         )
     if args.out:

@@ -175,7 +175,8 @@ def best_val_table(df: pd.DataFrame) -> str:
     if wide.empty:
         return ""
     p = wide.reset_index().assign(d_test_mse=wide["continuous"].to_numpy() - wide["softmax"].to_numpy())
-    return paired_table(p, ["model", "horizon"]).replace("Δ MSE (cont − soft)", "Δ best validation MSE (cont − soft)")
+    table = paired_table(p, ["model", "horizon"])
+    return table.replace("Δ MSE (cont − soft)", "Δ best validation MSE (cont − soft)")
 
 
 def curve_agreement(df: pd.DataFrame, column: str = "test_curve", largest: int = 3) -> str:

@@ -70,7 +70,8 @@ def published_settings(model: str, dataset: str) -> dict:
         "batch_size": cfg["data"]["batch_size"],
         "eval_batch_size": cfg["data"].get("eval_batch_size", OPTIONAL["eval_batch_size"]),
         "max_epochs": cfg["trainer"]["max_epochs"],
-        "patience": next(c["init_args"]["patience"] for c in cfg["trainer"]["callbacks"] if "EarlyStopping" in c["class_path"]),
+        "patience": next(c["init_args"]["patience"] for c in cfg["trainer"]["callbacks"]
+                         if "EarlyStopping" in c["class_path"]),
     }
 
 
@@ -90,8 +91,8 @@ def check_keys(grid: dict) -> None:
     if not isinstance(grid, dict) or not isinstance(grid.get("blocks"), list):
         raise ValueError("a grid is a mapping with a list of 'blocks'")
     axis = {LOOP_ORDER: "is an axis: give it as a key of each block"}
-    errors = [unknown_key(k, GRID_KEYS, "grid", {SETTINGS: "is a setting: put it under 'defaults' or a block's 'overrides'"})
-              for k in grid if k not in GRID_KEYS]
+    setting = {SETTINGS: "is a setting: put it under 'defaults' or a block's 'overrides'"}
+    errors = [unknown_key(k, GRID_KEYS, "grid", setting) for k in grid if k not in GRID_KEYS]
     errors += [unknown_key(k, SETTINGS, "defaults", axis) for k in grid.get("defaults") or {} if k not in SETTINGS]
     for i, block in enumerate(grid["blocks"]):
         if not isinstance(block, dict):
@@ -121,7 +122,8 @@ def expand(grid: dict) -> list[dict]:
                     **(block.get("overrides") or {}), **key, "block": block["name"]}
             missing = [k for k in REQUIRED if k not in cell]
             if missing:
-                raise ValueError(f"block {block['name']!r}: cell {key} lacks {missing}; give them in defaults or overrides")
+                raise ValueError(f"block {block['name']!r}: cell {key} lacks {missing}; "
+                                 "give them in defaults or overrides")
             cid = cell_id(cell)
             if cid not in seen:
                 seen.add(cid)
@@ -260,7 +262,8 @@ def positive_int(text: str) -> int:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Run a grid of study cells (resumable).")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--profile", choices=sorted(f.stem for f in GRIDS.glob("*.yaml")), help="a grid in benchmarks/grids/")
+    src.add_argument("--profile", choices=sorted(f.stem for f in GRIDS.glob("*.yaml")),
+                     help="a grid in benchmarks/grids/")
     src.add_argument("--grid", type=Path, help="a grid YAML file")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: the grid's 'out')")
     p.add_argument("--max-cells", type=positive_int, default=None, help="stop after this many new cells")
@@ -289,7 +292,8 @@ def main(argv: list[str] | None = None) -> None:
             "a failed cell can also be rerun with --retry-failed.")
     pending = [c for c in cells if cell_id(c) not in done]
     todo = pending[: args.max_cells]
-    later = f", {len(pending) - len(todo)} left for later (--max-cells {args.max_cells})" if len(todo) < len(pending) else ""
+    later = (f", {len(pending) - len(todo)} left for later (--max-cells {args.max_cells})"
+             if len(todo) < len(pending) else "")
     print(f"{grid_path.name}: {len(cells)} cells, {len(cells) - len(pending)} already recorded, "
           f"{len(todo)} to run{later} -> {out}")
     for line in warmup_warnings(todo):
@@ -304,7 +308,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     saved.write_text(text)
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TimeRemainingColumn()]
     with Progress(*columns) as progress:
         task = progress.add_task("cells", total=len(todo))
         for cell in todo:

@@ -124,7 +124,8 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         accelerator=cell["accelerator"], max_epochs=int(cell["max_epochs"]),
         limit_train_batches=cell["limit_train_batches"],
         limit_val_batches=cell["limit_val_batches"],
-        callbacks=[clock, test_curve, ckpt, EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"]))],
+        callbacks=[clock, test_curve, ckpt,
+                   EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"]))],
         logger=CSVLogger(out_dir, name="metrics", version=""), enable_progress_bar=False, enable_model_summary=False,
         num_sanity_val_steps=0, deterministic=False,
     )

@@ -383,7 +383,8 @@ def write_summary(rows: pd.DataFrame, out: Path, meta: dict, compare: tuple[pd.D
               "| kept epoch / epochs (from 1) | fit s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows.sort_values(["sampling", "seed", "attention"]).itertuples():
         lines.append(f"| {r.sampling} | {r.attention} | {r.seed} | {r.mse_all:.4f} | {r.mse_observed:.4f} | "
-                     f"{r.observed_share:.2f} | {r.crest_share:.2f} | {r.best_epoch + 1} / {r.epochs} | {r.fit_s:.0f} |")
+                     f"{r.observed_share:.2f} | {r.crest_share:.2f} | {r.best_epoch + 1} / {r.epochs} | "
+                     f"{r.fit_s:.0f} |")
     lines += ["", "![test MSE per run](synthetic_control.png)", ""]
     if "val_curve" in rows:
         lines += gap_table(rows)

@@ -45,12 +45,13 @@ def config_path(spec: str) -> Path:
 def setup(spec: str, attention: str, drop: float):
     cfg = yaml.safe_load(config_path(spec).read_text())
     model_name = spec.split("/")[0]
-    dm = ForecastDataModule(cfg["data"]["dataset"], lookback=cfg["data"]["lookback"], horizon=96, batch_size=cfg["data"]["batch_size"],
-                            drop=drop)
+    dm = ForecastDataModule(cfg["data"]["dataset"], lookback=cfg["data"]["lookback"], horizon=96,
+                            batch_size=cfg["data"]["batch_size"], drop=drop)
     dm.setup()
     args = {k: v for k, v in cfg["model"]["model"]["init_args"].items() if k != "attention"}
     torch.manual_seed(0)
-    model = build_model(model_name, n_channels=dm.n_channels, lookback=dm.lookback, horizon=96, attention=attention, **args)
+    model = build_model(model_name, n_channels=dm.n_channels, lookback=dm.lookback, horizon=96, attention=attention,
+                        **args)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     batches = iter(dm.train_dataloader())
 
@@ -130,7 +131,8 @@ def main() -> None:
                  f"`{meta['command']}`: torch {meta['torch']}, {meta['threads']} threads, {meta['cpu']} "
                  f"({meta['cores']} cores), median of {args.steps} interleaved steps after a warm-up (compilation "
                  "included in the warm-up, not in the medians; the fastest and slowest step in brackets).", "",
-                 "| model | dataset | regime | attention | s / step [min, max] | steps / epoch | s / epoch | continuous / softmax | warm-up s |",
+                 "| model | dataset | regime | attention | s / step [min, max] | steps / epoch | s / epoch | "
+                 "continuous / softmax | warm-up s |",
                  "|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             low, high = r["step_s_range"]

@@ -41,9 +41,10 @@ def main() -> None:
     gaps = history.index.to_series().diff().value_counts().sort_index().head(4)
     print(f"history: {len(history)} of {len(known)} hourly rows kept; spacing counts:\n{gaps.to_string()}")
 
+    # eager: on a CPU the one-off compile (25-65 s) costs more than it saves in a fit this short
     f = Forecaster("patchtst", horizon=HORIZON, lookback=LOOKBACK, attention="continuous", pos_encoding="rope",
                    max_epochs=args.epochs, limit_train_batches=args.batches, lr=1e-3, seed=0,
-                   attention_backend="torch")  # eager: on a CPU the one-off compile (25-65 s) costs more than it saves in a fit this short
+                   attention_backend="torch")
     start = time.perf_counter()
     f.fit(history, val_size=480)  # the last 20 days of the history choose the best epoch
     best = f.fit_metrics_.get("val_mse", float("nan"))

@@ -3,9 +3,9 @@
 Same branches and recurrences as the PyTorch path: below |u| < 1 the highest moment is a polynomial
 (Horner; a Chebyshev interpolant of lower degree than the exact path's Taylor series, same accuracy)
 and the lower ones follow by φ_k = 1/k! + u φ_{k+1}; above, integration by parts from
-φ1 = (e^u - 1) / u upwards, which does not cancel there. Both branches are evaluated and selected, as the tile is processed as a whole.
-On a GPU, exp and 1/u are the
-hardware's approximate instructions (``exp`` and ``reciprocal`` below; ``tl.exp`` was one too), so
+φ1 = (e^u - 1) / u upwards, which does not cancel there. Both branches are evaluated and selected,
+as the tile is processed as a whole. On a GPU, exp and 1/u are the hardware's approximate
+instructions (``exp`` and ``reciprocal`` below; ``tl.exp`` was one too), so
 results agree with the exact path to float32 test tolerance, not bit for bit.
 """
 

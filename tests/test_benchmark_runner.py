@@ -196,14 +196,16 @@ def test_report_refuses_runs_it_would_average_into_one_pair(tmp_path, capsys):
         for cell, attention in (("s", "softmax"), ("c", "continuous")):
             run.append(tmp_path / name / "study" / "results.csv", result_row(attention=attention, cell_id=cell))
     with pytest.raises(SystemExit):
-        report.main(["--pool", str(tmp_path / "pooled"), str(tmp_path / "one" / "study"), str(tmp_path / "two" / "study")])
+        report.main(["--pool", str(tmp_path / "pooled"), str(tmp_path / "one" / "study"),
+                     str(tmp_path / "two" / "study")])
     assert "several study folders are named ['study']" in capsys.readouterr().err
 
 
 def test_a_failure_fixed_by_a_retry_is_not_reported_as_failed(tmp_path):
     from benchmarks import report
 
-    for cell, status, error in (("a", "failed", "OOM"), ("a", "ok", ""), ("b", "failed", "first"), ("b", "failed", "second")):
+    attempts = (("a", "failed", "OOM"), ("a", "ok", ""), ("b", "failed", "first"), ("b", "failed", "second"))
+    for cell, status, error in attempts:
         row = {k: "" for k in run.RESULT_FIELDS}
         row.update(model="patchtst", attention="softmax", pos_encoding="learned", dataset="ETTh1", horizon=96,
                    regime="regular", seed=0, status=status, test_mse=0.38 if status == "ok" else "", test_mae=0.4,
@@ -427,7 +429,8 @@ def test_block_table_answers_each_block_of_the_grid_in_grid_order():
     rows.append(dict(rows[0], seed=5, attention="continuous"))  # no softmax partner: not a pair
     table = report_tables.block_table(pd.DataFrame(rows)).splitlines()
     assert len(table) == 4 and table[0].startswith("| block | pairs |") and "test gap after epoch 3 |" in table[0]
-    # check: Δ −0.01 and +0.01; the gaps at the same epoch: (−0.04 −0.02)/2, (−0.01 +0.01)/2, −0.01 from one pair
+    # check: Δ −0.01 and +0.01; the gaps at the same epoch: (−0.04 −0.02)/2, (−0.01 +0.01)/2,
+    # −0.01 from one pair
     assert table[2].startswith("| check | 2 | +0.0000 [") and table[2].endswith(
         "| 1.000 | — | 1.000 | 1/2 | -0.0300 (2) | +0.0000 (2) | -0.0100 (1) |"), table[2]
     assert table[3] == "| earlier | 1 | +0.0200 [—, —] | — | — | 1.000 | 0/1 | — | — | — |"
@@ -495,7 +498,8 @@ def fake_cells(monkeypatch):
 def test_counts_say_what_is_recorded_what_runs_and_what_max_cells_leaves(tmp_path, capsys, fake_cells):
     out = str(tmp_path / "out")
     run.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", "1"])
-    assert "quick.yaml: 4 cells, 0 already recorded, 1 to run, 3 left for later (--max-cells 1) ->" in capsys.readouterr().out
+    expected = "quick.yaml: 4 cells, 0 already recorded, 1 to run, 3 left for later (--max-cells 1) ->"
+    assert expected in capsys.readouterr().out
     run.main(["--profile", "quick", "--out", out, "--max-cells", "1"])
     capsys.readouterr()
     run.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", "2"])

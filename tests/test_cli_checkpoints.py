@@ -51,7 +51,8 @@ def test_a_config_whose_model_differs_from_the_checkpoints_is_refused_before_any
     # these used to fail in load_state_dict with a long traceback
     cont = ("--model.model.init_args.attention", "continuous")
     for args, item in [(["--model.model.init_args.d_model", "16"], "d_model: given 16 (checkpoint: 8)"),
-                       (["--model.model.init_args.pos_encoding", "rope"], "pos_encoding: given 'rope' (checkpoint: 'learned')"),
+                       (["--model.model.init_args.pos_encoding", "rope"],
+                        "pos_encoding: given 'rope' (checkpoint: 'learned')"),
                        (["--data.horizon", "12"], "horizon: given 12 (checkpoint: 6)"),
                        (["--data.lookback", "48"], "lookback: given 48 (checkpoint: 24)")]:
         message = refused("test", "--config", str(config), "--ckpt_path", best, *cont, *args)
@@ -60,7 +61,8 @@ def test_a_config_whose_model_differs_from_the_checkpoints_is_refused_before_any
     assert run_folders(tmp_path) == ["version_0"]  # nothing was written
     # an option given on top of the run's own config: the fix is to drop it, not to pass that config
     message = refused("test", "--config", str(own), "--ckpt_path", best, "--model.model.init_args.d_model", "16")
-    assert "d_model: given 16 (checkpoint: 8)" in message and "drop the option given on top of the run's config" in message
+    assert "d_model: given 16 (checkpoint: 8)" in message
+    assert "drop the option given on top of the run's config" in message
     # dropout does nothing in evaluation: accepted there; a resumed fit would train another model
     ForecastCLI(args=["validate", "--config", str(own), "--ckpt_path", best, "--model.model.init_args.dropout", "0.1"])
     message = refused("fit", "--config", str(own), "--ckpt_path", last, "--model.model.init_args.dropout", "0.1")
@@ -91,7 +93,8 @@ def test_resuming_with_other_module_options_is_refused_and_evaluating_warns(conf
     best, last = best_and_last(first)
     own = Path(last).parents[1] / "config.yaml"
     message = refused("fit", "--config", str(config), "--ckpt_path", last, "--model.lr", "0.05")
-    assert "lr=0.05 (checkpoint 0.001) cannot take effect" in message and "continues the checkpoint's optimiser" in message
+    assert "lr=0.05 (checkpoint 0.001) cannot take effect" in message
+    assert "continues the checkpoint's optimiser" in message
     assert f"--config {own}" in message
     extra = tmp_path / "cosine.yaml"  # a value set in a YAML is given too
     extra.write_text(yaml.safe_dump({"model": {"lr_schedule": "cosine", "weight_decay": 0.01}}))

@@ -139,8 +139,9 @@ def test_the_cli_lists_the_drop_modes_and_refuses_a_typo_when_parsing():
 
 def test_too_little_history_is_a_clear_error(tiny_csv):
     dm = ForecastDataModule(str(tiny_csv), lookback=60, horizon=50)  # val holds 40 + L rows
-    with pytest.raises(ValueError, match=r"lookback 60 \+ horizon 50 = 110 rows .* but val holds 100 \(rows 220\.\.319\)"
-                       r"; with the 70/10/20 split these settings need a series of at least \d+ rows and it has 400"):
+    with pytest.raises(ValueError, match=r"lookback 60 \+ horizon 50 = 110 rows .* "
+                       r"but val holds 100 \(rows 220\.\.319\); with the 70/10/20 split these settings need a "
+                       r"series of at least \d+ rows and it has 400"):
         dm.setup()
 
 
@@ -183,7 +184,8 @@ def _gaps(df):
          r"400 rows repeat an earlier timestamp \(first: row 1 repeats 2021-01-01 00:00:00 of row 0.*drop_duplicates"),
         (_shuffle, r"rows are not in time order: \d+ rows have an earlier timestamp .*sort_values"),
         (lambda df: df.drop(index=[100, 101]),
-         r"not a regular grid: 1 of 397 spacings differ from the typical 01:00:00 \(first: 03:00:00 from row 99 to 100"),
+         r"not a regular grid: 1 of 397 spacings differ from the typical 01:00:00 "
+         r"\(first: 03:00:00 from row 99 to 100"),
         (_gaps, r"not a regular grid: .* spacings range from 01:00:00 to 1 days 00:00:00\)\. ForecastDataModule assumes"
                 r" a regular grid.*ts_continuum\.forecasting\.Forecaster"),
     ],
@@ -198,7 +200,8 @@ def test_csv_timestamps_must_be_a_sorted_regular_grid(tiny_csv, tmp_path, change
 @pytest.mark.parametrize("freq", ["MS", "B"])  # 28-31 days apart; weekends skipped
 def test_calendar_grids_count_as_regular(tiny_csv, tmp_path, freq):
     dates = pd.date_range("2000-01-01", periods=400, freq=freq)
-    ForecastDataModule(_with_times(tiny_csv, tmp_path, lambda df: df.assign(date=dates)), lookback=24, horizon=6).setup()
+    path = _with_times(tiny_csv, tmp_path, lambda df: df.assign(date=dates))
+    ForecastDataModule(path, lookback=24, horizon=6).setup()
 
 
 @pytest.mark.parametrize("name", ["ETTh1", "ETTh2", "ETTm1", "ETTm2"])

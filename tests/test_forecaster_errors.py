@@ -152,7 +152,8 @@ def test_repeated_column_names_are_named_with_the_fix(fitted):
     wide = wide_frame()
     with pytest.raises(ValueError, match=r"'b' appear more than once"):
         Forecaster(**TINY).fit(pd.concat([wide, wide[["b"]]], axis=1))
-    Forecaster(**TINY, limit_train_batches=2).fit(pd.concat([df, df[["z"]]], axis=1), target_cols="y")  # unused repeats: fine
+    # repeats of a column that is not used: fine
+    Forecaster(**TINY, limit_train_batches=2).fit(pd.concat([df, df[["z"]]], axis=1), target_cols="y")
 
 
 def test_ids_and_times_in_the_index_get_a_reset_index_hint(fitted):

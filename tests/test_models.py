@@ -95,7 +95,8 @@ def test_irregular_path_on_complete_data_equals_the_regular_path(cls, attention,
 @pytest.mark.parametrize("attention", ["softmax", "continuous"])
 def test_rope_attention_ignores_a_common_shift_and_sees_gaps(attention):
     """The shift part holds by construction (the layer counts times from the first token); that
-    the rotation itself depends only on differences is test_rope_scores_depend_only_on_time_differences_far_from_zero."""
+    the rotation itself depends only on differences is
+    test_rope_scores_depend_only_on_time_differences_far_from_zero."""
     torch.manual_seed(0)
     layer = MultiHeadAttention(16, 2, attention=attention, rope=True, backend="torch")
     x = torch.randn(3, 9, 16)
@@ -171,7 +172,8 @@ def test_attention_switch_changes_and_restores(cls):
         (dict(d_model=6, n_heads=2, pos_encoding="rope"), "rotary positions .* need an even head dimension"),
         (dict(dropout=1.0), r"dropout must lie in \[0, 1\)"),
         # a misspelt backend used to run as "auto" (softmax never noticed; continuous failed at the first forward)
-        (dict(attention_backend="trition"), "attention_backend must be one of 'auto', 'torch', 'triton'; got 'trition'"),
+        (dict(attention_backend="trition"),
+         "attention_backend must be one of 'auto', 'torch', 'triton'; got 'trition'"),
         (dict(attention="continuous", attention_backend="Torch"), "attention_backend must be one of"),
     ],
 )

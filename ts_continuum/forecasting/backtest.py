@@ -85,9 +85,10 @@ def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.
     warnings.warn(
         f"backtest: {int(seen.sum())} of {len(origins)} windows (series {names}) "
         f"score targets the model was trained on (e.g. {panel.ids[series[w]]!r} after cutoff "
-        f"{panel.stamp(panel.times[origins[w]])}, while fit saw it up to {panel.stamp(until[w])}), so their errors are in-sample "
-        "and optimistic; if fit had no val_size, these series' scalers were fitted on those values too. For honest "
-        "scores, fit on the data up to the first cutoff, e.g. without the last horizon + (n_windows - 1) * step = "
+        f"{panel.stamp(panel.times[origins[w]])}, while fit saw it up to {panel.stamp(until[w])}), so their errors "
+        "are in-sample and optimistic; if fit had no val_size, these series' scalers were fitted on those values "
+        "too. For honest scores, fit on the data up to the first cutoff, e.g. without the last "
+        "horizon + (n_windows - 1) * step = "
         f"{held_out:g} nominal steps of each series, then backtest on the full frame", UserWarning, stacklevel=4)
 
 

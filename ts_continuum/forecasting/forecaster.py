@@ -21,7 +21,8 @@ from .options import split_options
 from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_forecast
 from .scaling import Scaler
-from .timing import check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq, spacing_hint
+from .timing import (check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq,
+                     spacing_hint)
 from .training import run_fit
 from .windows import EPS, Windows, window_loader
 

@@ -52,8 +52,10 @@ class ForecastModel(nn.Module):
         B, L = x.shape[:2]
         if x_mask is not None:
             if not isinstance(x_mask, torch.Tensor) or x_mask.dtype != torch.bool or x_mask.shape != x.shape:
-                got = f"{x_mask.dtype} {tuple(x_mask.shape)}" if isinstance(x_mask, torch.Tensor) else type(x_mask).__name__
-                raise ValueError(f"x_mask must be a bool tensor of x's shape {tuple(x.shape)} (True = observed), got {got}")
+                got = (f"{x_mask.dtype} {tuple(x_mask.shape)}" if isinstance(x_mask, torch.Tensor)
+                       else type(x_mask).__name__)
+                raise ValueError(f"x_mask must be a bool tensor of x's shape {tuple(x.shape)} (True = observed), "
+                                 f"got {got}")
         elif bool(torch.isnan(x).any()):
             raise ValueError("x holds NaN but no x_mask was given; pass x_mask (True = observed) so missing "
                              "values are left out, or fill them")

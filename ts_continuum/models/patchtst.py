@@ -164,7 +164,8 @@ class PatchTST(ForecastModel):
         src = torch.minimum(i[None, :], last)
         values = torch.gather(values, 1, src)
         t = torch.gather(t, 1, src) + (i[None, :] - last).clamp_min(0).to(t.dtype)
-        n_patches = (torch.clamp(counts, min=self.patch_len - self.stride) + self.stride - self.patch_len) // self.stride + 1
+        spans = torch.clamp(counts, min=self.patch_len - self.stride) + self.stride - self.patch_len
+        n_patches = spans // self.stride + 1
         pv = values.unfold(1, self.patch_len, self.stride)[:, : self.n_patches]
         pt = t.unfold(1, self.patch_len, self.stride)[:, : self.n_patches]
         offsets, patch_time = self._offsets(pt)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -452,12 +454,16 @@ def test_fit_metrics_describe_the_kept_best_epoch_not_the_last():
 
     class Record(Callback):
         def __init__(self):
-            self.val, self.weights = [], []
+            self.val, self.weights, self.train, self.lr = [], [], [], []
 
         def on_validation_end(self, trainer, pl_module):
             if not trainer.sanity_checking:
                 self.val.append(float(trainer.callback_metrics["val_mse"]))
                 self.weights.append({k.removeprefix("model."): v.clone() for k, v in pl_module.state_dict().items()})
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            self.train.append(float(trainer.callback_metrics["train_loss_epoch"]))
+            self.lr.append(trainer.optimizers[0].param_groups[0]["lr"])
 
     record = Record()
     f = Forecaster(**{**TINY, "max_epochs": 4}, lr=0.05, limit_train_batches=2, early_stopping_patience=5,
@@ -471,6 +477,47 @@ def test_fit_metrics_describe_the_kept_best_epoch_not_the_last():
     assert {"train_loss", "val_mae", "last_train_loss", "last_val_mae"} <= set(m)
     for name, value in f.model_.state_dict().items():  # ... and the model holds that epoch's weights
         assert torch.equal(value, record.weights[best][name])
+    check_learning_curve(f, record, best)
+
+
+def check_learning_curve(f, record, best):
+    """``learning_curve_`` holds every epoch as the Trainer saw it, its plot marks the kept epoch, and
+    both survive save/load; a save from before learning curves loads without one."""
+    curve = f.learning_curve_
+    assert list(curve.columns) == ["epoch", "train_loss", "val_mse", "val_mae", "lr", "seconds"]
+    assert curve["epoch"].tolist() == [0, 1, 2, 3]
+    np.testing.assert_allclose(curve["val_mse"], record.val, rtol=1e-6)
+    np.testing.assert_allclose(curve["train_loss"], record.train, rtol=1e-6)
+    np.testing.assert_allclose(curve["lr"], record.lr)
+    assert curve.loc[best, "train_loss"] == pytest.approx(f.fit_metrics_["train_loss"])
+    assert (curve["seconds"] > 0).all()
+    fig = f.plot_learning_curve()
+    loss_ax, lr_ax = fig.axes
+    val_line = next(line for line in loss_ax.get_lines() if line.get_label() == "validation MSE")
+    np.testing.assert_allclose(val_line.get_ydata(), record.val, rtol=1e-6)
+    kept = [line for line in loss_ax.get_lines() if line.get_label().startswith("kept: epoch")]
+    assert len(kept) == 1 and list(kept[0].get_xdata()) == [best + 1, best + 1]
+    np.testing.assert_allclose(lr_ax.get_lines()[0].get_ydata(), record.lr)
+    with tempfile.TemporaryDirectory() as tmp:
+        f.save(f"{tmp}/m")
+        pd.testing.assert_frame_equal(Forecaster.load(f"{tmp}/m").learning_curve_, curve)
+        config = json.loads((Path(tmp) / "m" / "forecaster.json").read_text())
+        del config["learning_curve"]  # as an earlier version saved it
+        (Path(tmp) / "m" / "forecaster.json").write_text(json.dumps(config))
+        old = Forecaster.load(f"{tmp}/m")
+    assert old.learning_curve_.empty
+    with pytest.raises(ValueError, match="no learning curve: it was saved by a ts-continuum version"):
+        old.plot_learning_curve()
+
+
+def test_the_learning_curve_without_validation_has_training_columns_only(fitted):
+    curve = fitted.learning_curve_
+    assert list(curve.columns) == ["epoch", "train_loss", "lr", "seconds"] and len(curve) == TINY["max_epochs"]
+    assert curve.loc[0, "train_loss"] == pytest.approx(fitted.fit_metrics_["train_loss"])
+    fig = fitted.plot_learning_curve()
+    assert [line.get_label() for line in fig.axes[0].get_lines()] == ["training loss (mse, epoch mean)"]
+    with pytest.raises(ts_continuum.forecasting.NotFittedError, match="before plot_learning_curve"):
+        Forecaster(**TINY).plot_learning_curve()
 
 
 def test_arguments_that_are_not_json_are_named_when_saving(tmp_path):

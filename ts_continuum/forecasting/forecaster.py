@@ -19,11 +19,11 @@ from .errors import NotFittedError, positive_int
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
 from .options import split_options
 from .persistence import load_forecaster, save_forecaster
-from .plotting import plot_forecast
+from .plotting import plot_forecast, plot_learning_curve
 from .scaling import Scaler
 from .timing import (check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq,
                      spacing_hint)
-from .training import run_fit
+from .training import learning_curve_frame, run_fit
 from .windows import EPS, Windows, window_loader
 
 MODEL_ARGS = {"n_channels", "lookback", "horizon", "attention", "pos_encoding"}
@@ -151,8 +151,9 @@ class Forecaster:
         model = self._build_model(len(spec.target_cols))
         module = ForecastingModule(model, **self.options.module)
         train_loader = window_loader(train_windows, train_values, origins, self.batch_size, True, self.seed)
-        self.fit_metrics_ = run_fit(module, self.options.trainer, train_loader, val_loader,
-                                    self.early_stopping_patience)
+        self.fit_metrics_, curve = run_fit(module, self.options.trainer, train_loader, val_loader,
+                                           self.early_stopping_patience)
+        self.learning_curve_ = learning_curve_frame(curve)
         last = windows.in_lo[panel.last_rows][panel.codes]  # the input window behind predict()
         self._set_fitted(model.eval(), spec, freq, scaler, panel.take(np.arange(len(panel.times)) >= last))
         return self
@@ -291,6 +292,12 @@ class Forecaster:
         """A matplotlib Figure of one series' history and ``predict()``'s forecast (one panel per target)."""
         self._check_fitted("plot")
         return plot_forecast(self, history, forecast, id, history_steps)
+
+    def plot_learning_curve(self):
+        """A matplotlib Figure of the training loss and validation MSE per epoch (the kept epoch
+        marked) and the learning rate: is the model still improving, over-fitting, or stopped early?"""
+        self._check_fitted("plot_learning_curve")
+        return plot_learning_curve(self)
 
     def _check_fitted(self, action: str) -> None:
         if self.model_ is None:

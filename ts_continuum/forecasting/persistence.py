@@ -1,7 +1,8 @@
 """Saving a fitted Forecaster to one directory and loading it back.
 
 Layout: ``forecaster.json`` (format name and version, library version, the constructor arguments,
-column/format metadata, nominal step, model config, series ids), ``weights.pt`` (the model's
+column/format metadata, nominal step, model config, series ids, fit metrics and learning curve),
+``weights.pt`` (the model's
 state dict, read back with ``weights_only=True``) and ``state.npz`` (scalers and each series' last
 input window, which ``predict()`` without a frame continues). A format-version bump marks layouts
 this code cannot read; such directories are refused rather than half-read.
@@ -29,6 +30,7 @@ import ts_continuum
 from .frames import FrameSpec, Panel
 from .scaling import Scaler
 from .timing import parse_freq
+from .training import learning_curve_frame
 
 FORMAT = "ts-continuum-forecaster"
 FORMAT_VERSION = 1
@@ -108,8 +110,17 @@ def _config(f) -> tuple[str, list[str]]:
         "model_config": model_config,
         "ids": ids,
         "fit_metrics": getattr(f, "fit_metrics_", {}),
+        "learning_curve": _curve_records(getattr(f, "learning_curve_", None)),
     }
     return json.dumps(_to_json(config), indent=2), dropped
+
+
+def _curve_records(curve: pd.DataFrame | None) -> list[dict]:
+    """The learning curve as JSON records, NaN (an epoch without validation) as null."""
+    if curve is None:
+        return []
+    return [{k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
+            for row in curve.to_dict("records")]
 
 
 def _write(f, text: str, directory: Path) -> None:
@@ -184,4 +195,5 @@ def load_forecaster(cls, path: Path):
                         arrays["values"], time["kind"], time["tz"], time["dtype"])
     f._set_fitted(model.eval(), FrameSpec.from_dict(config["spec"]), config["freq"], scaler, context)
     f.fit_metrics_ = config.get("fit_metrics", {})
+    f.learning_curve_ = learning_curve_frame(config.get("learning_curve", []))  # [] in older saves
     return f

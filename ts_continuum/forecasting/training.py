@@ -1,4 +1,5 @@
-"""Running Lightning for the Forecaster: the Trainer, early stopping, best weights kept in memory.
+"""Running Lightning for the Forecaster: the Trainer, early stopping, best weights kept in memory,
+and the learning curve.
 
 Nothing is written to the user's working directory unless asked: the Trainer's root directory is a
 temporary one (removed after fit) unless ``default_root_dir`` is given, and the best validation
@@ -9,9 +10,11 @@ are those of the weights kept: with validation, the best epoch's, not the last o
 from __future__ import annotations
 
 import tempfile
+import time
 import warnings
 
 import lightning as L
+import pandas as pd
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch.utils.data import DataLoader
@@ -54,6 +57,40 @@ class BestWeights(Callback):
             pl_module.load_state_dict(self.state)
 
 
+class LearningCurve(Callback):
+    """One row per training epoch: ``epoch`` (from 0), the epoch's mean ``train_loss``, that epoch's
+    validation metrics (``val_mse``, ``val_mae``; absent without validation or in an epoch that did
+    not validate), the learning rate at the epoch's end (``lr``) and its wall time (``seconds``)."""
+
+    def __init__(self):
+        self.rows: list[dict[str, float]] = []
+        self._val: dict[str, float] = {}
+        self._start = 0.0
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start, self._val = time.perf_counter(), {}
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self._val = {k: v for k, v in _scalars(trainer.callback_metrics).items() if k.startswith("val_")}
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        train = {k: v for k, v in _scalars(trainer.callback_metrics).items() if k.startswith("train_")}
+        lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else float("nan")
+        self.rows.append({"epoch": trainer.current_epoch, **train, **self._val, "lr": float(lr),
+                          "seconds": time.perf_counter() - self._start})
+
+
+def learning_curve_frame(rows: list[dict]) -> pd.DataFrame:
+    """``LearningCurve`` rows (or their saved copy) as a frame: ``epoch``, ``train_loss``, validation
+    metrics if any, ``lr``, ``seconds``; an epoch without validation holds NaN there."""
+    frame = pd.DataFrame.from_records(rows).astype(float)
+    if frame.empty:
+        return pd.DataFrame(columns=["epoch", "train_loss", "lr", "seconds"], dtype=float).astype({"epoch": int})
+    middle = [c for c in frame.columns if c not in ("epoch", "lr", "seconds")]
+    return frame[["epoch", *middle, "lr", "seconds"]].astype({"epoch": int})
+
+
 def fit_metrics(last: dict[str, float], epochs: int, best: BestWeights | None) -> dict[str, float]:
     """The kept weights' metrics under their logged names (``train_loss``, ``val_mse``, ...) and
     ``epochs`` trained; with validation also ``best_epoch`` (counted from 0) and the last epoch's
@@ -64,11 +101,12 @@ def fit_metrics(last: dict[str, float], epochs: int, best: BestWeights | None) -
 
 
 def run_fit(module: L.LightningModule, trainer_kwargs: dict, train: DataLoader, val: DataLoader | None,
-            patience: int) -> dict[str, float]:
-    """Fit ``module``; returns ``fit_metrics`` (floats; epoch counts as ints)."""
+            patience: int) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """Fit ``module``; returns ``fit_metrics`` (floats; epoch counts as ints) and the learning curve's rows."""
     kwargs = dict(trainer_kwargs)
     given = kwargs.pop("callbacks", None) or []
-    callbacks = [given] if isinstance(given, Callback) else list(given)
+    curve = LearningCurve()
+    callbacks = ([given] if isinstance(given, Callback) else list(given)) + [curve]
     best = None
     if val is not None:
         best = BestWeights()
@@ -81,4 +119,4 @@ def run_fit(module: L.LightningModule, trainer_kwargs: dict, train: DataLoader, 
         trainer = L.Trainer(callbacks=callbacks, **kwargs)
         trainer.fit(module, train_dataloaders=train, val_dataloaders=val)
     module.cpu()
-    return fit_metrics(_scalars(trainer.callback_metrics), trainer.current_epoch, best)
+    return fit_metrics(_scalars(trainer.callback_metrics), trainer.current_epoch, best), curve.rows

@@ -89,9 +89,27 @@ def test_a_rerun_without_a_logger_stops_before_touching_the_root_folder(config, 
     fit(config, *args)
     before = files(root)
     assert "config.yaml" in before and any(k.startswith("checkpoints") for k in before)
+    assert {"learning_curve.csv", "learning_curve.png"} <= set(before)
     message = refused("fit", "--config", str(config), *args)
     assert str(root) in message and "default_root_dir" in message and "LightningCLI" not in message
+    assert "learning_curve.csv" in message
     assert files(root) == before
+
+
+def test_fit_writes_its_learning_curve_into_the_run_folder(config, tmp_path):
+    """learning_curve.csv agrees with the logger's metrics.csv epoch by epoch; the figure is beside it."""
+    fit(config, "--trainer.max_epochs", "3")
+    folder = tmp_path / "runs" / "tiny" / "version_0"
+    curve = pd.read_csv(folder / "learning_curve.csv")
+    logged = pd.read_csv(folder / "metrics.csv")
+    assert list(curve.columns) == ["epoch", "train_loss", "val_mse", "val_mae", "lr", "seconds"]
+    assert curve["epoch"].tolist() == [0, 1, 2]
+    val = logged.dropna(subset=["val_mse"]).set_index("epoch")
+    train = logged.dropna(subset=["train_loss_epoch"]).set_index("epoch")
+    np.testing.assert_allclose(curve["val_mse"], val.loc[curve["epoch"], "val_mse"], rtol=1e-6)
+    np.testing.assert_allclose(curve["train_loss"], train.loc[curve["epoch"], "train_loss_epoch"], rtol=1e-6)
+    assert (curve["lr"] > 0).all() and (curve["seconds"] > 0).all()
+    assert (folder / "learning_curve.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_automatic_versions_give_each_run_its_own_folder(config, tmp_path):

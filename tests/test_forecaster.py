@@ -495,7 +495,7 @@ def check_learning_curve(f, record, best):
     loss_ax, lr_ax = fig.axes
     val_line = next(line for line in loss_ax.get_lines() if line.get_label() == "validation MSE")
     np.testing.assert_allclose(val_line.get_ydata(), record.val, rtol=1e-6)
-    kept = [line for line in loss_ax.get_lines() if line.get_label().startswith("kept: epoch")]
+    kept = [line for line in loss_ax.get_lines() if line.get_label().startswith("lowest validation MSE: epoch")]
     assert len(kept) == 1 and list(kept[0].get_xdata()) == [best + 1, best + 1]
     np.testing.assert_allclose(lr_ax.get_lines()[0].get_ydata(), record.lr)
     with tempfile.TemporaryDirectory() as tmp:

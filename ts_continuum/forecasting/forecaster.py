@@ -14,6 +14,7 @@ import torch
 from ..models import MODELS
 from ..models.layers import MultiHeadAttention
 from ..training import ForecastingModule
+from ..training.learning_curve import learning_curve_frame
 from .backtest import BacktestResult, run_backtest
 from .errors import NotFittedError, positive_int
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
@@ -23,7 +24,7 @@ from .plotting import plot_forecast, plot_learning_curve
 from .scaling import Scaler
 from .timing import (check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq,
                      spacing_hint)
-from .training import learning_curve_frame, run_fit
+from .training import run_fit
 from .windows import EPS, Windows, window_loader
 
 MODEL_ARGS = {"n_channels", "lookback", "horizon", "attention", "pos_encoding"}

@@ -29,8 +29,8 @@ import ts_continuum
 
 from .frames import FrameSpec, Panel
 from .scaling import Scaler
+from ..training.learning_curve import learning_curve_frame
 from .timing import parse_freq
-from .training import learning_curve_frame
 
 FORMAT = "ts-continuum-forecaster"
 FORMAT_VERSION = 1

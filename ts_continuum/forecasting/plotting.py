@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ..training.learning_curve import plot_learning_curve as draw_learning_curve
 from .backtest import BacktestResult
 from .errors import did_you_mean, listing, positive_int
 from .frames import read_panel
@@ -56,33 +57,12 @@ def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
 
 
 def plot_learning_curve(f) -> Figure:
-    """Training loss and validation MSE per epoch, with the epoch whose weights were kept, over the
-    learning rate. Epochs are counted from 1 here (``learning_curve_`` and ``best_epoch`` from 0)."""
+    """``f.learning_curve_`` drawn (training/learning_curve.py); a forecaster saved without one is refused."""
     curve = getattr(f, "learning_curve_", None)
     if curve is None or curve.empty:
         raise ValueError("this forecaster has no learning curve: it was saved by a ts-continuum version that did "
                          "not keep one; fit it again to draw one")
-    epoch = curve["epoch"].to_numpy() + 1
-    fig = Figure(figsize=(8, 5), layout="constrained")
-    loss_ax, lr_ax = fig.subplots(2, 1, sharex=True, height_ratios=[3, 1])
-    loss = f.options.module.get("loss", "mse")
-    loss_ax.plot(epoch, curve["train_loss"], "o-", ms=3, label=f"training loss ({loss}, epoch mean)")
-    if "val_mse" in curve:
-        seen = curve["val_mse"].notna().to_numpy()
-        loss_ax.plot(epoch[seen], curve["val_mse"][seen], "o-", ms=3, label="validation MSE")
-    kept = f.fit_metrics_.get("best_epoch")
-    if kept is not None:
-        loss_ax.axvline(kept + 1, ls=":", color="grey", lw=1, label=f"kept: epoch {kept + 1} (best validation MSE)")
-    loss_ax.set_ylabel("standardised units")
-    loss_ax.grid(alpha=0.3)
-    loss_ax.legend(fontsize="small")
-    lr_ax.plot(epoch, curve["lr"], "-", color="tab:green")
-    lr_ax.set_ylabel("learning rate\n(epoch end)")
-    lr_ax.set_xlabel("epoch")
-    lr_ax.grid(alpha=0.3)
-    lr_ax.xaxis.get_major_locator().set_params(integer=True)
-    fig.suptitle(f"{f.model_name}, {f.attention} attention: learning curve")
-    return fig
+    return draw_learning_curve(curve, f.options.module.get("loss", "mse"), f"{f.model_name}, {f.attention} attention")
 
 
 def _refuse_backtest(forecast, spec) -> None:

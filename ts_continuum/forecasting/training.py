@@ -1,5 +1,5 @@
 """Running Lightning for the Forecaster: the Trainer, early stopping, best weights kept in memory,
-and the learning curve.
+and the learning curve (``training/learning_curve.py``).
 
 Nothing is written to the user's working directory unless asked: the Trainer's root directory is a
 temporary one (removed after fit) unless ``default_root_dir`` is given, and the best validation
@@ -10,22 +10,16 @@ are those of the weights kept: with validation, the best epoch's, not the last o
 from __future__ import annotations
 
 import tempfile
-import time
 import warnings
 
 import lightning as L
-import pandas as pd
-import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch.utils.data import DataLoader
 
+from ..training.learning_curve import LearningCurve
+from ..training.learning_curve import scalars as _scalars
+
 MONITOR = "val_mse"
-
-
-def _scalars(metrics: dict) -> dict[str, float]:
-    """Logged scalars as floats, without Lightning's ``_step``/``_epoch`` copies of ``train_loss``."""
-    return {k: float(v) for k, v in metrics.items()
-            if isinstance(v, torch.Tensor) and v.numel() == 1 and not k.endswith(("_step", "_epoch"))}
 
 
 class BestWeights(Callback):
@@ -55,40 +49,6 @@ class BestWeights(Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.state is not None:
             pl_module.load_state_dict(self.state)
-
-
-class LearningCurve(Callback):
-    """One row per training epoch: ``epoch`` (from 0), the epoch's mean ``train_loss``, that epoch's
-    validation metrics (``val_mse``, ``val_mae``; absent without validation or in an epoch that did
-    not validate), the learning rate at the epoch's end (``lr``) and its wall time (``seconds``)."""
-
-    def __init__(self):
-        self.rows: list[dict[str, float]] = []
-        self._val: dict[str, float] = {}
-        self._start = 0.0
-
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._start, self._val = time.perf_counter(), {}
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.sanity_checking:
-            self._val = {k: v for k, v in _scalars(trainer.callback_metrics).items() if k.startswith("val_")}
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        train = {k: v for k, v in _scalars(trainer.callback_metrics).items() if k.startswith("train_")}
-        lr = trainer.optimizers[0].param_groups[0]["lr"] if trainer.optimizers else float("nan")
-        self.rows.append({"epoch": trainer.current_epoch, **train, **self._val, "lr": float(lr),
-                          "seconds": time.perf_counter() - self._start})
-
-
-def learning_curve_frame(rows: list[dict]) -> pd.DataFrame:
-    """``LearningCurve`` rows (or their saved copy) as a frame: ``epoch``, ``train_loss``, validation
-    metrics if any, ``lr``, ``seconds``; an epoch without validation holds NaN there."""
-    frame = pd.DataFrame.from_records(rows).astype(float)
-    if frame.empty:
-        return pd.DataFrame(columns=["epoch", "train_loss", "lr", "seconds"], dtype=float).astype({"epoch": int})
-    middle = [c for c in frame.columns if c not in ("epoch", "lr", "seconds")]
-    return frame[["epoch", *middle, "lr", "seconds"]].astype({"epoch": int})
 
 
 def fit_metrics(last: dict[str, float], epochs: int, best: BestWeights | None) -> dict[str, float]:

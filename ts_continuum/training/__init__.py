@@ -1,4 +1,4 @@
-"""Training with Lightning: the LightningModule and the command-line interface."""
+"""Training with Lightning: the LightningModule, the command-line interface and the learning curve."""
 
 from .module import ForecastingModule
 

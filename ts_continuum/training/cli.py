@@ -32,6 +32,7 @@ from lightning.pytorch.utilities import rank_zero_info, rank_zero_only, rank_zer
 from ..data import ForecastDataModule
 from .checkpoint_checks import check_ckpt_model, check_ckpt_path, check_module_options, read_ckpt
 from .errors import CLIError, user_input_errors
+from .learning_curve import LearningCurveWriter
 from .links import LINKED, check_linked, link_data_to_model
 from .module import DEFAULT_PCT_START, ForecastingModule, ResumeError, pct_start_unused
 from .prediction_writer import PredictionWriter
@@ -138,6 +139,8 @@ class ForecastCLI(LightningCLI):
         trainer = super().instantiate_trainer(**kwargs)
         if self.subcommand == "predict":
             trainer.callbacks.append(PredictionWriter())
+        if self.subcommand == "fit":
+            trainer.callbacks.append(LearningCurveWriter())
         return trainer
 
     def before_fit(self) -> None:

@@ -9,11 +9,12 @@ from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
+from . import learning_curve
 from .errors import CLIError
 from .prediction_writer import PREDICTIONS
 
 # what a run leaves in its folder; CSVLogger deletes an existing metrics.csv as soon as it starts
-RUN_FILES = ("config.yaml", "hparams.yaml", "metrics.csv", "checkpoints")
+RUN_FILES = ("config.yaml", "hparams.yaml", "metrics.csv", "checkpoints", learning_curve.CSV, learning_curve.PNG)
 
 
 def check_run_folder(trainer: Trainer) -> None:

@@ -112,6 +112,18 @@ def test_fit_writes_its_learning_curve_into_the_run_folder(config, tmp_path):
     assert (folder / "learning_curve.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_a_learning_curve_that_cannot_be_drawn_warns_without_ending_the_fit(config, tmp_path, monkeypatch):
+    from ts_continuum.training import learning_curve
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no fonts")
+    monkeypatch.setattr(learning_curve, "plot_learning_curve", broken)
+    with pytest.warns(UserWarning, match="could not write the learning curve into .*: no fonts"):
+        fit(config, "--test_after_fit", "true")
+    folder = tmp_path / "runs" / "tiny" / "version_0"
+    assert (folder / "learning_curve.csv").is_file() and not (folder / "learning_curve.png").exists()
+
+
 def test_automatic_versions_give_each_run_its_own_folder(config, tmp_path):
     fit(config)
     fit(config)
@@ -134,6 +146,8 @@ def test_after_fit_tests_the_better_of_the_resumed_runs_best_and_this_runs(confi
     best = Path(first.trainer.checkpoint_callback.best_model_path)
     _set_best_score(best, earlier_score)  # 0.0: better than any score the resumed run can reach
     second = fit(config, "--ckpt_path", str(best), "--trainer.max_epochs", "2", "--test_after_fit", "true")
+    resumed = pd.read_csv(best.parents[2] / "version_1" / "learning_curve.csv")  # the epochs it trained
+    assert resumed["epoch"].tolist() == [1] and resumed["seconds"].notna().all()
     if not tests_earlier:
         (own_best,) = (best.parents[2] / "version_1" / "checkpoints").glob("best-*.ckpt")  # the resumed run's own
         assert Path(second.trainer.ckpt_path) == own_best

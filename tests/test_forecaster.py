@@ -510,6 +510,18 @@ def check_learning_curve(f, record, best):
         old.plot_learning_curve()
 
 
+def test_epochs_without_validation_hold_nan_in_the_learning_curve_and_its_save(tmp_path):
+    f = Forecaster(**{**TINY, "max_epochs": 2}, limit_train_batches=2, check_val_every_n_epoch=2).fit(
+        long_frame(), target_cols="y", val_size=12)
+    curve = f.learning_curve_
+    assert curve["val_mse"].isna().tolist() == [True, False] and curve["train_loss"].notna().all()
+    f.save(tmp_path / "m")
+    assert json.loads((tmp_path / "m" / "forecaster.json").read_text())["learning_curve"][0]["val_mse"] is None
+    pd.testing.assert_frame_equal(Forecaster.load(tmp_path / "m").learning_curve_, curve)
+    val_line = [line for line in f.plot_learning_curve().axes[0].get_lines() if line.get_label() == "validation MSE"]
+    assert list(val_line[0].get_xdata()) == [2]
+
+
 def test_the_learning_curve_without_validation_has_training_columns_only(fitted):
     curve = fitted.learning_curve_
     assert list(curve.columns) == ["epoch", "train_loss", "lr", "seconds"] and len(curve) == TINY["max_epochs"]

@@ -191,3 +191,30 @@ def test_missing_targets_take_no_part_in_loss_and_metrics():
     y[~y_mask] = float("nan")  # absent targets may hold anything
     p, t = module._observed(pred, {"y": y, "y_mask": y_mask})
     assert p.shape == (1,) and module.loss_fn(p, t).item() == 1.0
+
+
+def test_the_learning_curve_of_a_resumed_fit_records_only_epochs_it_trained():
+    """Lightning skips on_train_epoch_start for an epoch resumed part-way or at its end, and still calls
+    on_train_epoch_end: such an epoch gets NaN seconds, or no row when this process trained none of it."""
+    from types import SimpleNamespace
+
+    from ts_continuum.training.learning_curve import LearningCurve, learning_curve_frame
+
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.5)
+    trainer = SimpleNamespace(sanity_checking=False, optimizers=[opt], current_epoch=3,
+                              callback_metrics={"train_loss": torch.tensor(2.0), "val_mse": torch.tensor(1.0)})
+    curve = LearningCurve()
+    curve.on_train_epoch_end(trainer, None)  # resumed at the end of epoch 3: nothing trained here
+    assert curve.rows == []
+    trainer.current_epoch = 4  # resumed part-way through epoch 4
+    curve.on_train_batch_end(trainer, None)
+    curve.on_validation_end(trainer, None)
+    curve.on_train_epoch_end(trainer, None)
+    trainer.current_epoch = 5  # a whole epoch
+    curve.on_train_epoch_start(trainer, None)
+    curve.on_train_batch_end(trainer, None)
+    curve.on_train_epoch_end(trainer, None)  # did not validate
+    frame = learning_curve_frame(curve.rows)
+    assert frame["epoch"].tolist() == [4, 5] and frame["lr"].tolist() == [0.5, 0.5]
+    assert frame["val_mse"].tolist()[0] == 1.0 and pd.isna(frame["val_mse"].tolist()[1])
+    assert pd.isna(frame.loc[0, "seconds"]) and frame.loc[1, "seconds"] >= 0

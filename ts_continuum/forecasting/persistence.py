@@ -2,10 +2,10 @@
 
 Layout: ``forecaster.json`` (format name and version, library version, the constructor arguments,
 column/format metadata, nominal step, model config, series ids, fit metrics and learning curve),
-``weights.pt`` (the model's
-state dict, read back with ``weights_only=True``) and ``state.npz`` (scalers and each series' last
-input window, which ``predict()`` without a frame continues). A format-version bump marks layouts
-this code cannot read; such directories are refused rather than half-read.
+``weights.pt`` (the model's state dict, read back with ``weights_only=True``) and ``state.npz``
+(scalers and each series' last input window, which ``predict()`` without a frame continues). A
+format-version bump marks layouts this code cannot read; such directories are refused rather than
+half-read.
 
 A save is written into a fresh sibling directory and renamed into place at the end, so a failure
 leaves no partial directory and never mixes new files with old ones. ``overwrite=True`` replaces

@@ -62,7 +62,8 @@ def plot_learning_curve(f) -> Figure:
     if curve is None or curve.empty:
         raise ValueError("this forecaster has no learning curve: it was saved by a ts-continuum version that did "
                          "not keep one; fit it again to draw one")
-    return draw_learning_curve(curve, f.options.module.get("loss", "mse"), f"{f.model_name}, {f.attention} attention")
+    title = f"{type(f.model_).__name__}, {f.attention} attention"
+    return draw_learning_curve(curve, f.options.module.get("loss", "mse"), title)
 
 
 def _refuse_backtest(forecast, spec) -> None:

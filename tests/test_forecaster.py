@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from forecaster_data import TINY, H, long_frame, wide_frame
+from lightning.pytorch.callbacks import Callback
 from matplotlib.figure import Figure
 
 import ts_continuum
@@ -407,6 +409,7 @@ def test_plot_refuses_backtest_output_and_ids_of_a_wide_frame(fitted, data):
 def test_public_names():
     assert ts_continuum.Forecaster is Forecaster
     assert issubclass(ts_continuum.forecasting.NotFittedError, ValueError)
+    assert issubclass(ts_continuum.forecasting.TrainingDivergedError, RuntimeError)
 
 
 def test_integer_ids_keep_their_dtype_through_save_and_load(tmp_path):
@@ -539,3 +542,47 @@ def test_arguments_that_are_not_json_are_named_when_saving(tmp_path):
     with pytest.warns(UserWarning, match=r"not saved \(not JSON-serialisable\): callbacks"):
         loaded = Forecaster.load(f.save(tmp_path / "cb"))
     pd.testing.assert_frame_equal(loaded.predict(), f.predict())
+
+
+def test_a_fit_that_diverges_stops_and_is_refused_not_kept():
+    f = Forecaster(**{**TINY, "max_epochs": 3}, lr=1e12)
+    with pytest.warns(UserWarning, match=r"training diverged: the mean training loss of epoch 0 is (nan|inf)"), \
+            pytest.raises(ts_continuum.forecasting.TrainingDivergedError,
+                          match=r"epoch 0\): the weights are not finite.*Lower the learning rate \(lr=1e\+12\)"):
+        f.fit(long_frame(), target_cols="y")
+    with pytest.raises(ts_continuum.forecasting.NotFittedError):
+        f.predict()
+
+
+class BreakWeightsAtEpoch(Callback):
+    """Sets every weight to NaN when epoch ``epoch`` starts: a divergence on cue."""
+
+    def __init__(self, epoch: int):
+        self.epoch = epoch
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        if trainer.current_epoch == self.epoch:
+            with torch.no_grad():
+                for p in pl_module.parameters():
+                    p.fill_(float("nan"))
+
+
+def test_a_divergence_after_a_validated_epoch_keeps_that_epoch_and_saves_strict_json(tmp_path):
+    with pytest.warns(UserWarning, match="training diverged: the mean training loss of epoch 1 is nan"):
+        f = Forecaster(**{**TINY, "max_epochs": 4}, limit_train_batches=2, early_stopping_patience=5,
+                       callbacks=[BreakWeightsAtEpoch(1)]).fit(long_frame(), target_cols="y", val_size=12)
+    m = f.fit_metrics_
+    assert m["best_epoch"] == 0 and m["epochs"] == 2  # stopped after the broken epoch, not at max_epochs
+    assert np.isfinite(m["val_mse"]) and np.isnan(m["last_train_loss"])
+    assert np.isfinite(f.predict()["y"]).all()
+    with pytest.warns(UserWarning, match="not saved .*callbacks"):
+        f.save(tmp_path / "m")
+
+    def refuse(constant):
+        raise AssertionError(f"forecaster.json holds {constant}, which is not JSON")
+
+    config = json.loads((tmp_path / "m" / "forecaster.json").read_text(), parse_constant=refuse)
+    assert config["fit_metrics"]["last_train_loss"] is None and config["learning_curve"][1]["train_loss"] is None
+    loaded = Forecaster.load(tmp_path / "m")
+    assert np.isnan(loaded.fit_metrics_["last_train_loss"]) and loaded.fit_metrics_["best_epoch"] == 0
+    pd.testing.assert_frame_equal(loaded.learning_curve_, f.learning_curve_)

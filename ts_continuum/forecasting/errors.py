@@ -12,6 +12,10 @@ class NotFittedError(ValueError):
     """A method needs a fitted forecaster: call ``fit`` (or ``Forecaster.load``) first."""
 
 
+class TrainingDivergedError(RuntimeError):
+    """``fit`` ended with weights that are not finite, which would forecast only NaN."""
+
+
 def did_you_mean(name: str, options: Iterable[str]) -> str:
     """" (did you mean 'x'?)" for the closest option, or "" when nothing is close."""
     close = difflib.get_close_matches(str(name), [str(o) for o in options], n=1, cutoff=0.6)

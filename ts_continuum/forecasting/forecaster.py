@@ -24,7 +24,7 @@ from .plotting import plot_forecast, plot_learning_curve
 from .scaling import Scaler
 from .timing import (check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq,
                      spacing_hint)
-from .training import run_fit
+from .training import check_finite_weights, run_fit
 from .windows import EPS, Windows, window_loader
 
 MODEL_ARGS = {"n_channels", "lookback", "horizon", "attention", "pos_encoding"}
@@ -152,9 +152,9 @@ class Forecaster:
         model = self._build_model(len(spec.target_cols))
         module = ForecastingModule(model, **self.options.module)
         train_loader = window_loader(train_windows, train_values, origins, self.batch_size, True, self.seed)
-        self.fit_metrics_, curve = run_fit(module, self.options.trainer, train_loader, val_loader,
-                                           self.early_stopping_patience)
-        self.learning_curve_ = learning_curve_frame(curve)
+        metrics, curve = run_fit(module, self.options.trainer, train_loader, val_loader, self.early_stopping_patience)
+        check_finite_weights(module, curve)
+        self.fit_metrics_, self.learning_curve_ = metrics, learning_curve_frame(curve)
         last = windows.in_lo[panel.last_rows][panel.codes]  # the input window behind predict()
         self._set_fitted(model.eval(), spec, freq, scaler, panel.take(np.arange(len(panel.times)) >= last))
         return self

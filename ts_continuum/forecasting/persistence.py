@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import shutil
 import uuid
 import warnings
@@ -59,7 +60,7 @@ def _json_safe(args: dict) -> tuple[dict, list[str]]:
             value = f"{parse_freq(value, 'datetime')}ns"  # a duration as an offset alias that parse_freq reads back
         value = _to_json(value)
         try:
-            json.dumps(value)
+            json.dumps(value, allow_nan=False)  # NaN and infinity are not JSON: other readers refuse them
             kept[name] = value
         except (TypeError, ValueError):
             dropped.append(name)
@@ -98,7 +99,7 @@ def _config(f) -> tuple[str, list[str]]:
     if unsaved:
         raise ValueError(f"model arguments {', '.join(unsaved)} are not JSON-serialisable, so a saved model could "
                          "not be rebuilt; pass plain numbers and strings")
-    ctx = f.context_
+    ctx, curve = f.context_, getattr(f, "learning_curve_", None)
     config = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -109,18 +110,16 @@ def _config(f) -> tuple[str, list[str]]:
         "time": {"kind": ctx.time_kind, "tz": ctx.tz, "dtype": ctx.time_dtype},
         "model_config": model_config,
         "ids": ids,
-        "fit_metrics": getattr(f, "fit_metrics_", {}),
-        "learning_curve": _curve_records(getattr(f, "learning_curve_", None)),
+        "fit_metrics": _finite_or_null(getattr(f, "fit_metrics_", {})),
+        "learning_curve": [] if curve is None else [_finite_or_null(row) for row in curve.to_dict("records")],
     }
-    return json.dumps(_to_json(config), indent=2), dropped
+    return json.dumps(_to_json(config), indent=2, allow_nan=False), dropped
 
 
-def _curve_records(curve: pd.DataFrame | None) -> list[dict]:
-    """The learning curve as JSON records, NaN (an epoch without validation) as null."""
-    if curve is None:
-        return []
-    return [{k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
-            for row in curve.to_dict("records")]
+def _finite_or_null(record: dict) -> dict:
+    """``record`` with NaN and infinite floats as None (JSON null; read back as NaN): a metric of an
+    epoch without validation, or of one whose loss diverged."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in _to_json(record).items()}
 
 
 def _write(f, text: str, directory: Path) -> None:
@@ -194,6 +193,6 @@ def load_forecaster(cls, path: Path):
         context = Panel(np.array(config["ids"], dtype=object), arrays["bounds"], arrays["times"],
                         arrays["values"], time["kind"], time["tz"], time["dtype"])
     f._set_fitted(model.eval(), FrameSpec.from_dict(config["spec"]), config["freq"], scaler, context)
-    f.fit_metrics_ = config.get("fit_metrics", {})
+    f.fit_metrics_ = {k: math.nan if v is None else v for k, v in config.get("fit_metrics", {}).items()}
     f.learning_curve_ = learning_curve_frame(config.get("learning_curve", []))  # [] in older saves
     return f

@@ -9,14 +9,17 @@ are those of the weights kept: with validation, the best epoch's, not the last o
 
 from __future__ import annotations
 
+import math
 import tempfile
 import warnings
 
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch.utils.data import DataLoader
 
 from ..training.learning_curve import LearningCurve
+from .errors import TrainingDivergedError
 from ..training.learning_curve import scalars as _scalars
 
 MONITOR = "val_mse"
@@ -58,6 +61,21 @@ def fit_metrics(last: dict[str, float], epochs: int, best: BestWeights | None) -
     if best is None or best.epoch is None:  # no validation: the last epoch's weights are kept
         return {**last, "epochs": epochs}
     return {**best.metrics, "best_epoch": best.epoch, "epochs": epochs, **{f"last_{k}": v for k, v in last.items()}}
+
+
+def check_finite_weights(module: L.LightningModule, curve: list[dict[str, float]]) -> None:
+    """Refuse weights that are not finite (a fit that diverged with no earlier validated epoch to fall
+    back on): such a model would forecast only NaN."""
+    if all(bool(torch.isfinite(v).all()) for v in module.state_dict().values() if v.is_floating_point()):
+        return
+    bad = [row for row in curve if not math.isfinite(row.get("train_loss", math.nan))]
+    where = ""
+    if bad:
+        where = f" (the mean training loss was {bad[0].get('train_loss', math.nan)} in epoch {bad[0]['epoch']})"
+    raise TrainingDivergedError(
+        f"training diverged{where}: the weights are not finite, so the model would forecast only NaN and "
+        f"is not kept. Lower the learning rate (lr={module.hparams.lr:g}), clip gradients "
+        "(gradient_clip_val=1.0) or look for extreme values in the data.")
 
 
 def run_fit(module: L.LightningModule, trainer_kwargs: dict, train: DataLoader, val: DataLoader | None,

@@ -119,6 +119,20 @@ class ForecastingModule(L.LightningModule):
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch["y"]))
         return loss
 
+    def on_train_epoch_end(self) -> None:
+        # Lightning trains on after a NaN or infinite loss, and every later step only trains broken
+        # weights: stop after the first epoch whose mean loss is not finite, and say why.
+        loss = self.trainer.callback_metrics.get("train_loss_epoch")
+        diverged = loss is not None and not bool(torch.isfinite(loss))
+        if not self.trainer.strategy.reduce_boolean_decision(diverged, all=False):
+            return
+        self.trainer.should_stop = True
+        rank_zero_warn(
+            f"training diverged: the mean training loss of epoch {self.current_epoch} is "
+            f"{float(loss) if loss is not None else 'not finite on another process'}, so training stops there. "
+            f"Lower the learning rate (lr={self.hparams.lr:g}), clip gradients (Trainer gradient_clip_val=1.0) "
+            "or look for extreme values in the data.")
+
     def _evaluate(self, batch, split: str):
         pred, target = self._observed(self(batch), batch)
         for name in ("mse", "mae"):

@@ -124,6 +124,17 @@ def test_a_learning_curve_that_cannot_be_drawn_warns_without_ending_the_fit(conf
     assert (folder / "learning_curve.csv").is_file() and not (folder / "learning_curve.png").exists()
 
 
+def test_a_fit_that_diverges_stops_and_exits_with_an_error_instead_of_testing_nan_weights(config, tmp_path):
+    with pytest.warns(UserWarning, match="training diverged: the mean training loss of epoch 0 is (nan|inf)"):
+        message = refused("fit", "--config", str(config), "--model.lr", "1e12", "--trainer.max_epochs", "3",
+                          "--test_after_fit", "true")
+    folder = tmp_path / "runs" / "tiny" / "version_0"
+    assert "training diverged" in message and "Lower --model.lr (now 1e+12)" in message and str(folder) in message
+    assert "Traceback" not in message
+    assert pd.read_csv(folder / "learning_curve.csv")["epoch"].tolist() == [0]  # stopped, not 3 epochs
+    assert not pd.read_csv(folder / "metrics.csv").filter(like="test_").size  # nothing was tested
+
+
 def test_automatic_versions_give_each_run_its_own_folder(config, tmp_path):
     fit(config)
     fit(config)

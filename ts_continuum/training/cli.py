@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
 from jsonargparse import Namespace
 try:  # private in jsonargparse (4.27 to 4.53 at least): parse without links, see parse_arguments
     from jsonargparse._link_arguments import skip_apply_links
@@ -174,11 +175,12 @@ class ForecastCLI(LightningCLI):
                            "only choose among this run's checkpoints")
 
     def after_fit(self) -> None:
-        if not self.config["fit"].get("test_after_fit"):
-            return
         ckpt = self.trainer.checkpoint_callback
         path = ckpt.best_model_path if isinstance(ckpt, ModelCheckpoint) else ""
         score = ckpt.best_model_score if path else None
+        self._check_diverged(score)
+        if not self.config["fit"].get("test_after_fit"):
+            return
         which = "the checkpoint ModelCheckpoint reports as best" if score is None else (
             f"{'the resumed run' if path == self._resumed_best else 'this run'}'s best checkpoint "
             f"({ckpt.monitor} {float(score):.4f})")
@@ -188,6 +190,18 @@ class ForecastCLI(LightningCLI):
             return
         rank_zero_info(f"Testing {path}: {which}")
         self.trainer.test(self.model, datamodule=self.datamodule, ckpt_path=path)
+
+    def _check_diverged(self, best_score) -> None:
+        """A fit that diverged before any epoch validated with a finite score trained nothing worth
+        keeping: fail (a non-zero exit scripts can see) instead of testing NaN weights."""
+        epoch = getattr(self.model, "diverged_epoch", None)
+        if epoch is None or (best_score is not None and bool(torch.isfinite(best_score))):
+            return
+        raise CLIError(
+            f"training diverged: the mean training loss of epoch {epoch} was not finite and no checkpoint holds an "
+            f"earlier epoch that validated, so there is nothing to test ({self.trainer.log_dir} keeps the learning curve). Lower "
+            f"--model.lr (now {self.model.hparams.lr:g}), set --trainer.gradient_clip_val 1.0 or look for extreme "
+            "values in the data.")
 
 
 def main(args: ArgsType = None) -> None:

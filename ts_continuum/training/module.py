@@ -98,6 +98,7 @@ class ForecastingModule(L.LightningModule):
         self.model = model
         self.save_hyperparameters(ignore=["model"])
         self._schedule_steps: int | None = None  # set by configure_optimizers for the step-wise schedules
+        self.diverged_epoch: int | None = None  # the epoch whose mean training loss was not finite
         self.loss_fn = LOSSES[loss]
         self.metrics = nn.ModuleDict(
             {f"{split}_{name}": cls() for split in ("val", "test") for name, cls in
@@ -126,7 +127,7 @@ class ForecastingModule(L.LightningModule):
         diverged = loss is not None and not bool(torch.isfinite(loss))
         if not self.trainer.strategy.reduce_boolean_decision(diverged, all=False):
             return
-        self.trainer.should_stop = True
+        self.trainer.should_stop, self.diverged_epoch = True, self.current_epoch
         rank_zero_warn(
             f"training diverged: the mean training loss of epoch {self.current_epoch} is "
             f"{float(loss) if loss is not None else 'not finite on another process'}, so training stops there. "

@@ -198,10 +198,10 @@ class ForecastCLI(LightningCLI):
         if epoch is None or (best_score is not None and bool(torch.isfinite(best_score))):
             return
         raise CLIError(
-            f"training diverged: the mean training loss of epoch {epoch} was not finite and no checkpoint holds an "
-            f"earlier epoch that validated, so there is nothing to test ({self.trainer.log_dir} keeps the learning curve). Lower "
-            f"--model.lr (now {self.model.hparams.lr:g}), set --trainer.gradient_clip_val 1.0 or look for extreme "
-            "values in the data.")
+            f"training diverged: the mean training loss of epoch {epoch} was not finite and no checkpoint holds "
+            f"an earlier epoch that validated, so there is nothing to test ({self.trainer.log_dir} keeps the "
+            f"learning curve). Lower --model.lr (now {self.model.hparams.lr:g}), set "
+            "--trainer.gradient_clip_val 1.0 or look for extreme values in the data.")
 
 
 def main(args: ArgsType = None) -> None:

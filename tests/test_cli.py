@@ -303,6 +303,47 @@ def test_predict_writes_forecasts_in_original_units_with_their_windows_and_times
         scaled = module(default_collate([windows[len(windows) - 1]]))[0].numpy()
     np.testing.assert_allclose(last[dm.channel_names].to_numpy(), dm.scaler.inverse_transform(scaled),
                                rtol=1e-5, atol=1e-5)
+    figure = Path(cli.trainer.log_dir) / "predictions.png"  # the last window drawn (its content: test below)
+    assert figure.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_forecast_figure_shows_the_inputs_the_model_saw_the_forecast_and_the_actuals():
+    from sklearn.preprocessing import StandardScaler
+
+    from ts_continuum.data.windows import WindowDataset
+    from ts_continuum.training.prediction_plot import MAX_PANELS, plot_window
+
+    rng = np.random.default_rng(0)
+    raw = rng.normal(5.0, 2.0, (60, 10))
+    scaler = StandardScaler().fit(raw)
+    mask = rng.random((60, 10)) > 0.4  # inputs dropped, as in the irregular regime
+    windows = WindowDataset(scaler.transform(raw).astype(np.float32), 0, 40, 24, 6, mask=mask)
+    names = [f"ch{i}" for i in range(10)]
+    forecast = rng.normal(size=(6, 10))
+    fig = plot_window(windows[3], forecast, scaler.inverse_transform, names, "title")
+    assert len(fig.axes) == MAX_PANELS < len(names) and "channels 1-8 of 10" in fig._suptitle.get_text()
+    for c, ax in enumerate(fig.axes):
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        seen = mask[3:27, c]
+        np.testing.assert_allclose(lines["input (observed)"].get_xdata(), np.arange(-23, 1)[seen])
+        np.testing.assert_allclose(lines["input (observed)"].get_ydata(), raw[3:27, c][seen], rtol=1e-5)
+        np.testing.assert_allclose(lines["actual"].get_ydata(), raw[27:33, c], rtol=1e-5)
+        np.testing.assert_allclose(lines["forecast"].get_ydata(), forecast[:, c])
+        assert list(lines["forecast"].get_xdata()) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_forecast_figure_that_cannot_be_drawn_warns_and_keeps_the_predictions(config, monkeypatch):
+    from ts_continuum.training import prediction_writer
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no fonts")
+    best = fit(config).trainer.checkpoint_callback.best_model_path
+    monkeypatch.setattr(prediction_writer, "plot_window", broken)
+    with pytest.warns(UserWarning, match="could not draw the forecasts' figure .*predictions.png: no fonts"):
+        cli = ForecastCLI(ForecastingModule, ForecastDataModule,
+                          args=["predict", "--config", str(config), "--ckpt_path", best])
+    folder = Path(cli.trainer.log_dir)
+    assert (folder / "predictions.csv").is_file() and not (folder / "predictions.png").exists()
 
 
 def test_predict_never_overwrites_a_predictions_file(config, tmp_path):

@@ -1,4 +1,5 @@
-"""``predict``'s output: the forecasts, in the data's units, written to ``predictions.csv`` in the run folder."""
+"""``predict``'s output: the forecasts, in the data's units, written to ``predictions.csv`` in the run
+folder, and ``predictions.png``, the last window drawn against its actual values."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pandas as pd
 import torch
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
-from lightning.pytorch.utilities import rank_zero_info
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from .errors import CLIError
+from .prediction_plot import plot_window
 
 PREDICTIONS = "predictions"  # predictions.csv, or predictions-rank<N>.csv from several processes
 INDEX_COLUMNS = ("window", "origin", "time", "step")
@@ -24,7 +26,8 @@ class PredictionWriter(BasePredictionWriter):
     One row per window and forecast step: ``window`` (index among the predicted windows),
     ``origin`` (time of the window's last input), ``time`` (of the forecast step), ``step`` (1..H)
     and one column per channel. With several processes, each writes ``predictions-rank<N>.csv``.
-    An existing file is never overwritten.
+    ``predictions.png`` (``-rank<N>`` alike) draws the last window predicted. An existing file is
+    never overwritten; a figure that cannot be drawn only warns.
     """
 
     def __init__(self) -> None:
@@ -32,6 +35,7 @@ class PredictionWriter(BasePredictionWriter):
         self.path: Path | None = None
         self._file = None
         self._header = True
+        self._last: tuple[int, np.ndarray] | None = None  # the latest window predicted and its forecast
 
     def on_predict_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         clash = sorted(set(trainer.datamodule.channel_names) & set(INDEX_COLUMNS))
@@ -46,7 +50,7 @@ class PredictionWriter(BasePredictionWriter):
         except FileExistsError:
             raise CLIError(f"{self.path} exists; predict writes a new file and overwrites none: choose another "
                            "run folder or delete the file") from None
-        self._header = True
+        self._header, self._last = True, None
 
     def write_on_batch_end(self, trainer: Trainer, pl_module: LightningModule, prediction: torch.Tensor,
                            batch_indices: list[int] | None, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
@@ -71,11 +75,38 @@ class PredictionWriter(BasePredictionWriter):
         frame[dm.channel_names] = values
         frame.to_csv(self._file, header=self._header, index=False)
         self._header = False
+        j = int(np.argmax(index))
+        if self._last is None or index[j] > self._last[0]:
+            self._last = (int(index[j]), values.reshape(n, horizon, channels)[j])
 
     def on_predict_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._file.close()
         self._file = None
         rank_zero_info(f"Predictions (original units) written to {self.path}")
+        if self._last is not None:
+            self._draw(trainer, pl_module)
+
+    def _draw(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        path = self.path.with_suffix(".png")
+        if path.exists():
+            rank_zero_warn(f"{path} exists and is kept; the forecasts' figure was not drawn")
+            return
+        index, forecast = self._last
+        dm = trainer.datamodule
+        loaders = trainer.predict_dataloaders
+        windows = (loaders[0] if isinstance(loaders, (list, tuple)) else loaders).dataset
+        origin = dm.frame.index[windows.start + index + windows.lookback - 1]
+        model = getattr(pl_module, "model", pl_module)
+        attention = getattr(model, "config", {}).get("attention")
+        title = (f"{type(model).__name__}" + (f", {attention} attention" if attention else "")
+                 + f": window {index}, origin {origin}")
+        try:  # the forecasts are written: a figure that fails must not end the command
+            plot_window(windows[index], forecast, dm.scaler.inverse_transform, dm.channel_names,
+                        title).savefig(path, dpi=120)
+        except Exception as error:
+            rank_zero_warn(f"could not draw the forecasts' figure {path}: {error}")
+            return
+        rank_zero_info(f"The last window's forecast drawn in {path}")
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
         if self._file is not None:

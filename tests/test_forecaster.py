@@ -539,7 +539,7 @@ def test_arguments_that_are_not_json_are_named_when_saving(tmp_path):
     from lightning.pytorch.callbacks import Callback
 
     f = Forecaster(**TINY, callbacks=Callback()).fit(wide_frame())
-    with pytest.warns(UserWarning, match=r"not saved \(not JSON-serialisable\): callbacks"):
+    with pytest.warns(UserWarning, match=r"not saved \(not JSON-serialisable or not finite\): callbacks"):
         loaded = Forecaster.load(f.save(tmp_path / "cb"))
     pd.testing.assert_frame_equal(loaded.predict(), f.predict())
 
@@ -552,6 +552,15 @@ def test_a_fit_that_diverges_stops_and_is_refused_not_kept():
         f.fit(long_frame(), target_cols="y")
     with pytest.raises(ts_continuum.forecasting.NotFittedError):
         f.predict()
+
+
+def test_a_divergence_before_min_epochs_is_reported_once_with_its_first_epoch():
+    with warnings.catch_warnings(record=True) as caught, \
+            pytest.raises(ts_continuum.forecasting.TrainingDivergedError, match=r"in epoch 0\)"):
+        warnings.simplefilter("always")
+        Forecaster(**{**TINY, "max_epochs": 5}, min_epochs=3, lr=1e12).fit(long_frame(), target_cols="y")
+    said = [str(w.message) for w in caught if "training diverged" in str(w.message)]
+    assert len(said) == 1 and "epoch 0" in said[0] and "min_epochs=3 keeps it training" in said[0]
 
 
 class BreakWeightsAtEpoch(Callback):
@@ -568,11 +577,13 @@ class BreakWeightsAtEpoch(Callback):
 
 
 def test_a_divergence_after_a_validated_epoch_keeps_that_epoch_and_saves_strict_json(tmp_path):
-    with pytest.warns(UserWarning, match="training diverged: the mean training loss of epoch 1 is nan"):
-        f = Forecaster(**{**TINY, "max_epochs": 4}, limit_train_batches=2, early_stopping_patience=5,
-                       callbacks=[BreakWeightsAtEpoch(1)]).fit(long_frame(), target_cols="y", val_size=12)
+    # epoch 2 does not validate, so early stopping cannot see it: the divergence check alone stops the fit
+    with pytest.warns(UserWarning, match="training diverged: the mean training loss of epoch 2 is nan, so training"):
+        f = Forecaster(**{**TINY, "max_epochs": 6}, limit_train_batches=2, early_stopping_patience=5,
+                       check_val_every_n_epoch=2, callbacks=[BreakWeightsAtEpoch(2)]).fit(
+            long_frame(), target_cols="y", val_size=12)
     m = f.fit_metrics_
-    assert m["best_epoch"] == 0 and m["epochs"] == 2  # stopped after the broken epoch, not at max_epochs
+    assert m["best_epoch"] == 1 and m["epochs"] == 3  # stopped after the broken epoch, not at max_epochs
     assert np.isfinite(m["val_mse"]) and np.isnan(m["last_train_loss"])
     assert np.isfinite(f.predict()["y"]).all()
     with pytest.warns(UserWarning, match="not saved .*callbacks"):
@@ -582,7 +593,7 @@ def test_a_divergence_after_a_validated_epoch_keeps_that_epoch_and_saves_strict_
         raise AssertionError(f"forecaster.json holds {constant}, which is not JSON")
 
     config = json.loads((tmp_path / "m" / "forecaster.json").read_text(), parse_constant=refuse)
-    assert config["fit_metrics"]["last_train_loss"] is None and config["learning_curve"][1]["train_loss"] is None
+    assert config["fit_metrics"]["last_train_loss"] is None and config["learning_curve"][2]["train_loss"] is None
     loaded = Forecaster.load(tmp_path / "m")
-    assert np.isnan(loaded.fit_metrics_["last_train_loss"]) and loaded.fit_metrics_["best_epoch"] == 0
+    assert np.isnan(loaded.fit_metrics_["last_train_loss"]) and loaded.fit_metrics_["best_epoch"] == 1
     pd.testing.assert_frame_equal(loaded.learning_curve_, f.learning_curve_)

@@ -91,14 +91,14 @@ def _config(f) -> tuple[str, list[str]]:
     """``forecaster.json``'s text and the constructor arguments left out of it; raises before anything
     is written if the forecaster cannot be saved."""
     ids = [_to_json(i) for i in f.context_.ids]
-    if not all(i is None or isinstance(i, (str, int, float)) for i in ids):
-        raise ValueError("series ids must be strings or numbers to be saved; "
+    if not all(i is None or isinstance(i, (str, int)) or isinstance(i, float) and math.isfinite(i) for i in ids):
+        raise ValueError("series ids must be strings or finite numbers to be saved; "
                          "convert the id column, e.g. with astype(str)")
     args, dropped = _json_safe(f.init_args)
     model_config, unsaved = _json_safe(dict(f.model_.config))
     if unsaved:
-        raise ValueError(f"model arguments {', '.join(unsaved)} are not JSON-serialisable, so a saved model could "
-                         "not be rebuilt; pass plain numbers and strings")
+        raise ValueError(f"model arguments {', '.join(unsaved)} are not JSON-serialisable or not finite, so a saved "
+                         "model could not be rebuilt; pass plain finite numbers and strings")
     ctx, curve = f.context_, getattr(f, "learning_curve_", None)
     config = {
         "format": FORMAT,
@@ -151,8 +151,8 @@ def save_forecaster(f, path: Path, overwrite: bool) -> Path:
     _check_target(target, overwrite)
     text, dropped = _config(f)
     if dropped:
-        warnings.warn(f"not saved (not JSON-serialisable): {', '.join(dropped)}; pass them again to Forecaster.load's "
-                      "result if you train it further", UserWarning, stacklevel=3)
+        warnings.warn(f"not saved (not JSON-serialisable or not finite): {', '.join(dropped)}; pass them again to "
+                      "Forecaster.load's result if you train it further", UserWarning, stacklevel=3)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_name(f".{target.name}.saving-{uuid.uuid4().hex[:8]}")
     staging.mkdir()

@@ -197,11 +197,15 @@ class ForecastCLI(LightningCLI):
         epoch = getattr(self.model, "diverged_epoch", None)
         if epoch is None or (best_score is not None and bool(torch.isfinite(best_score))):
             return
+        kept = ("no checkpoint holds an earlier epoch that validated"
+                if isinstance(self.trainer.checkpoint_callback, ModelCheckpoint)
+                else "checkpointing is off, so only the diverged weights remain")
+        tested = "; nothing was tested" if self.config["fit"].get("test_after_fit") else ""
         raise CLIError(
-            f"training diverged: the mean training loss of epoch {epoch} was not finite and no checkpoint holds "
-            f"an earlier epoch that validated, so there is nothing to test ({self.trainer.log_dir} keeps the "
-            f"learning curve). Lower --model.lr (now {self.model.hparams.lr:g}), set "
-            "--trainer.gradient_clip_val 1.0 or look for extreme values in the data.")
+            f"training diverged: the mean training loss of epoch {epoch} was not finite and {kept}: the run has "
+            f"no usable weights{tested} ({self.trainer.log_dir} keeps the learning curve). Lower --model.lr "
+            f"(now {self.model.hparams.lr:g}), set --trainer.gradient_clip_val 1.0 or look for extreme values in "
+            "the data.")
 
 
 def main(args: ArgsType = None) -> None:

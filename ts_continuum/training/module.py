@@ -122,15 +122,21 @@ class ForecastingModule(L.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         # Lightning trains on after a NaN or infinite loss, and every later step only trains broken
-        # weights: stop after the first epoch whose mean loss is not finite, and say why.
+        # weights: stop after the first epoch whose mean loss is not finite, and say why (once: every
+        # process holds the same diverged_epoch, so all return here alike).
+        if self.diverged_epoch is not None:
+            return
         loss = self.trainer.callback_metrics.get("train_loss_epoch")
         diverged = loss is not None and not bool(torch.isfinite(loss))
         if not self.trainer.strategy.reduce_boolean_decision(diverged, all=False):
             return
         self.trainer.should_stop, self.diverged_epoch = True, self.current_epoch
+        min_epochs = self.trainer.min_epochs or 0
+        stops = ("so training stops there" if self.current_epoch + 1 >= min_epochs else
+                 f"and min_epochs={min_epochs} keeps it training on broken weights")
         rank_zero_warn(
             f"training diverged: the mean training loss of epoch {self.current_epoch} is "
-            f"{float(loss) if loss is not None else 'not finite on another process'}, so training stops there. "
+            f"{float(loss) if diverged else 'not finite on another process'}, {stops}. "
             f"Lower the learning rate (lr={self.hparams.lr:g}), clip gradients (Trainer gradient_clip_val=1.0) "
             "or look for extreme values in the data.")
 

@@ -406,6 +406,34 @@ def test_plot_refuses_backtest_output_and_ids_of_a_wide_frame(fitted, data):
         wide.plot(wide_frame(), wide.predict(), id="a")
 
 
+def test_plot_backtest_draws_each_windows_forecast_over_the_actuals(data):
+    train = data[data["ds"] <= data.groupby("unique_id")["ds"].transform("max") - pd.Timedelta(hours=2 * H)]
+    f = Forecaster(**TINY, limit_train_batches=2).fit(train, target_cols=TARGETS)
+    result = f.backtest(data, n_windows=3, step=H // 2)  # step < horizon: a time in two windows
+    rows = result.forecasts[result.forecasts["unique_id"] == "b"]
+    fig = f.plot_backtest(result, id="b")
+    assert [ax.get_ylabel() for ax in fig.axes] == TARGETS
+    for ax, name in zip(fig.axes, TARGETS):
+        lines = ax.get_lines()
+        actual = rows.groupby("ds")[name].first().dropna()
+        assert lines[0].get_label() == "actual"
+        np.testing.assert_array_equal(lines[0].get_ydata(), actual.to_numpy())
+        drawn = [line for line in lines[1:] if len(line.get_xdata()) == H]  # forecasts; cutoffs are 2-point lines
+        assert len(drawn) == rows["cutoff"].nunique() == 3
+        for line, (_, window) in zip(drawn, rows.groupby("cutoff", sort=True)):
+            np.testing.assert_allclose(line.get_ydata(), window[f"{name}_forecast"])
+        matched = rows.dropna(subset=[name])
+        mse = ((matched[name] - matched[f"{name}_forecast"]) ** 2).mean()
+        assert f"MSE {mse:.4g}" in ax.get_title(loc="left")
+    assert isinstance(f.plot_backtest(result.forecasts, id="b"), Figure)
+    with pytest.raises(ValueError, match="the backtest holds 3 series; choose one with id="):
+        f.plot_backtest(result)
+    with pytest.raises(ValueError, match="series 'bb' is not in the backtest .*did you mean 'b'"):
+        f.plot_backtest(result, id="bb")
+    with pytest.raises(ValueError, match=r"plot_backtest draws backtest\(\)'s output.*no column 'cutoff'"):
+        f.plot_backtest(f.predict(), id="b")
+
+
 def test_public_names():
     assert ts_continuum.Forecaster is Forecaster
     assert issubclass(ts_continuum.forecasting.NotFittedError, ValueError)

@@ -20,7 +20,7 @@ from .errors import NotFittedError, positive_int
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
 from .options import split_options
 from .persistence import load_forecaster, save_forecaster
-from .plotting import plot_forecast, plot_learning_curve
+from .plotting import plot_backtest, plot_forecast, plot_learning_curve
 from .scaling import Scaler
 from .timing import (check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq,
                      spacing_hint)
@@ -293,6 +293,12 @@ class Forecaster:
         """A matplotlib Figure of one series' history and ``predict()``'s forecast (one panel per target)."""
         self._check_fitted("plot")
         return plot_forecast(self, history, forecast, id, history_steps)
+
+    def plot_backtest(self, result: BacktestResult | pd.DataFrame, id=None):
+        """A matplotlib Figure of ``backtest()``'s windows for one series: each cutoff's forecast over
+        the actual values, one panel per target, with its MSE/MAE."""
+        self._check_fitted("plot_backtest")
+        return plot_backtest(self, result, id)
 
     def plot_learning_curve(self):
         """A matplotlib Figure of the training loss and validation MSE per epoch (the kept epoch

@@ -56,6 +56,57 @@ def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
     return fig
 
 
+def plot_backtest(f, result, id=None) -> Figure:
+    """Every backtest window's forecast of series ``id`` over the actual values, one panel per target
+    with its MSE/MAE over the matched points: where the forecasts go wrong, not only by how much."""
+    spec = f.spec_
+    forecasts = result.forecasts if isinstance(result, BacktestResult) else result
+    time = spec.time_col or spec.index_name or "ds"
+    targets = list(spec.target_cols)
+    need = [spec.id_col] if spec.kind == "long" else []
+    need += ["cutoff", time, *targets, *(f"{t}_forecast" for t in targets)]
+    missing = [c for c in need if c not in getattr(forecasts, "columns", [])]
+    if missing:
+        raise ValueError(f"plot_backtest draws backtest()'s output (a BacktestResult or its forecasts), but this has "
+                         f"no column {listing(missing)}; for predict()'s output use plot()")
+    if spec.kind == "wide":
+        if id is not None:
+            raise ValueError(f"id={id!r} selects a series of a long frame, but this forecaster was fitted on a wide "
+                             "frame (one series, no ids): call plot_backtest without id")
+        rows = forecasts
+    else:
+        ids = list(dict.fromkeys(forecasts[spec.id_col]))
+        if id is None:
+            if len(ids) != 1:
+                raise ValueError(f"the backtest holds {len(ids)} series; choose one with id=... ({listing(ids)})")
+            id = ids[0]
+        if not any(i == id for i in ids):
+            raise ValueError(f"series {id!r} is not in the backtest{did_you_mean(id, map(str, ids))}; "
+                             f"series there: {listing(ids)}")
+        rows = forecasts[forecasts[spec.id_col] == id]
+    windows = list(rows.groupby("cutoff", sort=True))
+    colours = [f"C{1 + k % 9}" for k in range(len(windows))]  # C0 (blue) is left to nothing; black = actual
+    fig = Figure(figsize=(10, 2.4 * len(targets) + 0.6), layout="constrained")
+    axes = fig.subplots(len(targets), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, name in zip(axes, targets):
+        actual = rows.groupby(time, sort=True)[name].first().dropna()  # overlapping windows repeat a value
+        ax.plot(actual.index, actual.to_numpy(), ".-", lw=0.8, ms=3, color="black", alpha=0.7, label="actual")
+        for (cutoff, window), colour in zip(windows, colours):
+            ax.plot(window[time], window[f"{name}_forecast"], "-", lw=1.3, color=colour)
+            ax.axvline(cutoff, ls=":", lw=0.8, color=colour)
+        matched = rows.dropna(subset=[name])
+        err = matched[f"{name}_forecast"] - matched[name]
+        ax.set_title(f"{name}: MSE {float((err ** 2).mean()):.4g}, MAE {float(err.abs().mean()):.4g} "
+                     f"over {len(matched)} matched points", fontsize="small", loc="left")
+        ax.set_ylabel(str(name))
+        ax.grid(alpha=0.3)
+    axes[0].plot([], [], "-", color=colours[0], label="forecast (one colour per cutoff, dotted)")
+    axes[0].legend(loc="upper left", fontsize="small")
+    fig.suptitle(("" if spec.kind == "wide" else f"{id}: ") + f"backtest, {len(windows)} window(s) of "
+                 f"{f.horizon} steps ({f.attention} attention)")
+    return fig
+
+
 def plot_learning_curve(f) -> Figure:
     """``f.learning_curve_`` drawn (training/learning_curve.py); a forecaster saved without one is refused."""
     curve = getattr(f, "learning_curve_", None)
@@ -71,8 +122,9 @@ def _refuse_backtest(forecast, spec) -> None:
     columns = forecast.forecasts.columns if isinstance(forecast, BacktestResult) else getattr(forecast, "columns", [])
     if "cutoff" in columns and all(f"{name}_forecast" in columns for name in spec.target_cols):
         raise ValueError("plot draws predict()'s output, but this is a backtest's (a 'cutoff' column, actuals in "
-                         f"{listing(spec.target_cols)} and forecasts in '<target>_forecast'); to see one backtest "
-                         "window, plot the forecast from the history up to its cutoff, e.g. "
+                         f"{listing(spec.target_cols)} and forecasts in '<target>_forecast'): draw it with "
+                         "f.plot_backtest(result, id=...), or one window with its history by plotting the "
+                         "forecast from the history up to its cutoff, e.g. "
                          "f.plot(df, f.predict(df[df[time] <= cutoff]), id=...)")
 
 

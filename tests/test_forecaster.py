@@ -334,8 +334,15 @@ def test_backtest_windows_forecasts_and_metrics(fitted, data):
     rows = fc[(fc["unique_id"] == first["unique_id"]) & (fc["cutoff"] == first["cutoff"])].dropna(subset=["y"])
     np.testing.assert_allclose(first["mse"], ((rows["y"] - rows["y_forecast"]) ** 2).mean())
     np.testing.assert_allclose(first["mae"], (rows["y"] - rows["y_forecast"]).abs().mean())
+    series = data[data["unique_id"] == first["unique_id"]]
+    held = series.loc[series["ds"] <= first["cutoff"], "y"].dropna().iloc[-1]  # persistence: the last observation
+    np.testing.assert_allclose(first["naive_mse"], ((rows["y"] - held) ** 2).mean())
+    np.testing.assert_allclose(first["naive_mae"], (rows["y"] - held).abs().mean())
     seen = fc.dropna(subset=["z"])
     np.testing.assert_allclose(result.overall.loc["z", "mse"], ((seen["z"] - seen["z_forecast"]) ** 2).mean())
+    weights = metrics[metrics["target"] == "z"]  # overall pools the points: windows weighted by their counts
+    np.testing.assert_allclose(result.overall.loc["z", "naive_mse"],
+                               (weights["naive_mse"] * weights["n"]).sum() / weights["n"].sum())
     assert result.overall.loc["z", "n"] == len(seen)
 
 

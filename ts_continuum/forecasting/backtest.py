@@ -32,8 +32,10 @@ from .windows import EPS, Windows
 @dataclass
 class BacktestResult:
     """``forecasts``: one row per series, cutoff and horizon slot, with each target's actual value
-    and ``<target>_forecast``; ``metrics``: MSE, MAE and matched points ``n`` per series, cutoff
-    and target; ``overall``: the same per target over every matched point. Original units."""
+    and ``<target>_forecast``; ``metrics``: MSE, MAE, those of the persistence forecast (``naive_mse``,
+    ``naive_mae``: the last observation at or before the origin, held) and matched points ``n`` per
+    series, cutoff and target; ``overall``: the same per target over every matched point. Original
+    units."""
 
     forecasts: pd.DataFrame
     metrics: pd.DataFrame
@@ -67,7 +69,14 @@ def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None)
     predicted = _forecasts(f, panel, windows, origins, series)
     actual, matched = windows.targets(panel.values, origins)
     return _result(f.spec_, panel, origins, series, future_times(panel.times[origins], f.freq_, H), actual, matched,
-                   predicted)
+                   predicted, _naive(panel, origins, H))
+
+
+def _naive(panel, origins: np.ndarray, horizon: int) -> np.ndarray:
+    """The persistence forecast (W, H, C): each target's last observation at or before the origin,
+    held over the horizon. The bar a model must clear to be worth its training."""
+    last = pd.DataFrame(panel.values).groupby(panel.codes).ffill().to_numpy()  # never across series
+    return np.repeat(last[origins][:, None, :], horizon, axis=1)
 
 
 def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray, held_out: float) -> None:
@@ -118,7 +127,7 @@ def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarr
     return out
 
 
-def _result(spec, panel, origins, series, times, actual, matched, predicted) -> BacktestResult:
+def _result(spec, panel, origins, series, times, actual, matched, predicted, naive) -> BacktestResult:
     W, H, C = predicted.shape
 
     def as_pandas(t):
@@ -135,17 +144,18 @@ def _result(spec, panel, origins, series, times, actual, matched, predicted) -> 
     forecasts = pd.DataFrame({**keys, **data})
 
     err = np.where(matched, predicted - np.nan_to_num(actual), 0.0)
+    naive_err = np.where(matched, naive - np.nan_to_num(actual), 0.0)
     n = matched.sum(1)  # (W, C)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mse, mae = (err**2).sum(1) / n, np.abs(err).sum(1) / n
+    total = n.sum(0)
+
+    def scores(axis, count) -> dict[str, np.ndarray]:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {"mse": (err**2).sum(axis) / count, "mae": np.abs(err).sum(axis) / count,
+                    "naive_mse": (naive_err**2).sum(axis) / count, "naive_mae": np.abs(naive_err).sum(axis) / count}
+
     rows = {"cutoff": as_pandas(panel.times[np.repeat(origins, C)]), "target": np.tile(list(spec.target_cols), W),
-            "mse": mse.reshape(-1), "mae": mae.reshape(-1), "n": n.reshape(-1)}
+            **{k: v.reshape(-1) for k, v in scores(1, n).items()}, "n": n.reshape(-1)}
     if spec.kind == "long":
         rows = {spec.id_col: id_column(panel.ids[np.repeat(series, C)]), **rows}
-    total = n.sum(0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        overall = pd.DataFrame(
-            {"mse": (err**2).sum((0, 1)) / total, "mae": np.abs(err).sum((0, 1)) / total, "n": total},
-            index=pd.Index(list(spec.target_cols), name="target"),
-        )
+    overall = pd.DataFrame({**scores((0, 1), total), "n": total}, index=pd.Index(list(spec.target_cols), name="target"))
     return BacktestResult(forecasts, pd.DataFrame(rows), overall)

@@ -286,8 +286,16 @@ def test_a_choice_outside_the_list_is_refused_when_parsing(config, capsys):
 
 
 # --- 7. predict writes its forecasts ----------------------------------------------------------
-def test_predict_writes_forecasts_in_original_units_with_their_windows_and_times(config):
+def test_predict_writes_forecasts_in_original_units_with_their_windows_and_times(config, monkeypatch):
+    from ts_continuum.training import prediction_writer
+
+    drawn, draw = [], prediction_writer.plot_window
+
+    def spy(window, forecast, inverse, names, title, observed=None):
+        drawn.append((window, forecast, title, observed))
+        return draw(window, forecast, inverse, names, title, observed)
     best = fit(config).trainer.checkpoint_callback.best_model_path
+    monkeypatch.setattr(prediction_writer, "plot_window", spy)
     cli = ForecastCLI(ForecastingModule, ForecastDataModule,
                       args=["predict", "--config", str(config), "--ckpt_path", best])
     out = pd.read_csv(Path(cli.trainer.log_dir) / "predictions.csv", parse_dates=["origin", "time"])
@@ -305,6 +313,10 @@ def test_predict_writes_forecasts_in_original_units_with_their_windows_and_times
                                rtol=1e-5, atol=1e-5)
     figure = Path(cli.trainer.log_dir) / "predictions.png"  # the last window drawn (its content: test below)
     assert figure.read_bytes().startswith(b"\x89PNG")
+    [(window, forecast, title, observed)] = drawn
+    assert torch.equal(window["x"], windows[len(windows) - 1]["x"]) and observed is None
+    np.testing.assert_allclose(forecast, last[dm.channel_names].to_numpy())
+    assert f"window {len(windows) - 1}, origin {dm.frame.index[start + 23]}" in title
 
 
 def test_the_forecast_figure_shows_the_inputs_the_model_saw_the_forecast_and_the_actuals():
@@ -330,6 +342,14 @@ def test_the_forecast_figure_shows_the_inputs_the_model_saw_the_forecast_and_the
         np.testing.assert_allclose(lines["actual"].get_ydata(), raw[27:33, c], rtol=1e-5)
         np.testing.assert_allclose(lines["forecast"].get_ydata(), forecast[:, c])
         assert list(lines["forecast"].get_xdata()) == [1, 2, 3, 4, 5, 6]
+    # interpolated inputs: the model saw every slot; the observed ones are marked on the line
+    filled = WindowDataset(scaler.transform(raw).astype(np.float32), 0, 40, 24, 6, mask=mask, interpolate=True)
+    fig = plot_window(filled[3], forecast, scaler.inverse_transform, names, "title", filled.observed(3))
+    for c, ax in enumerate(fig.axes):
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert "input (observed)" not in lines and len(lines["input (interpolated)"].get_xdata()) == 24
+        np.testing.assert_allclose(lines["observed"].get_xdata(), np.arange(-23, 1)[mask[3:27, c]])
+        np.testing.assert_allclose(lines["observed"].get_ydata(), raw[3:27, c][mask[3:27, c]], rtol=1e-5)
 
 
 def test_a_forecast_figure_that_cannot_be_drawn_warns_and_keeps_the_predictions(config, monkeypatch):
@@ -346,14 +366,16 @@ def test_a_forecast_figure_that_cannot_be_drawn_warns_and_keeps_the_predictions(
     assert (folder / "predictions.csv").is_file() and not (folder / "predictions.png").exists()
 
 
-def test_predict_never_overwrites_a_predictions_file(config, tmp_path):
+@pytest.mark.parametrize("name", ["predictions.csv", "predictions.png"])
+def test_predict_never_overwrites_a_predictions_file(config, tmp_path, name):
     best = fit(config).trainer.checkpoint_callback.best_model_path
     folder = tmp_path / "runs" / "tiny" / "version_7"
     folder.mkdir(parents=True)
-    (folder / "predictions.csv").write_text("mine\n")
+    (folder / name).write_text("mine\n")
     message = refused("predict", "--config", str(config), "--ckpt_path", best,
                       "--trainer.logger.init_args.version", "7")
-    assert "predictions.csv" in message and (folder / "predictions.csv").read_text() == "mine\n"
+    assert name in message and (folder / name).read_text() == "mine\n"
+    assert sorted(p.name for p in folder.iterdir()) == [name]  # a figure never outlives its forecasts
 
 
 # --- 8. the model option offers the library's models ------------------------------------------

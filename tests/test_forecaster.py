@@ -346,6 +346,26 @@ def test_backtest_windows_forecasts_and_metrics(fitted, data):
     assert result.overall.loc["z", "n"] == len(seen)
 
 
+def test_the_persistence_forecast_holds_each_targets_last_observation_of_its_own_series():
+    df = long_frame()
+    a = df["unique_id"] == "a"  # 80 hourly rows: the 4 cutoffs below are its hours 70-73
+    hours = (df["ds"] - df.loc[a, "ds"].min()) / pd.Timedelta("1h")
+    df.loc[a & hours.isin([71, 72]), "y"] = np.nan  # y missing at two origins (z observed): held from hour 70
+    f = Forecaster(**TINY, limit_train_batches=2).fit(df, target_cols=TARGETS)
+    with pytest.warns(UserWarning, match="in-sample"):
+        result = f.backtest(df, n_windows=4, step=1)
+    metrics = result.metrics
+    assert metrics[["naive_mse", "naive_mae"]].notna().all().all()
+    for _, row in metrics.iterrows():
+        series = df[df["unique_id"] == row["unique_id"]]
+        held = series.loc[series["ds"] <= row["cutoff"], row["target"]].dropna().iloc[-1]
+        window = result.forecasts[(result.forecasts["unique_id"] == row["unique_id"])
+                                  & (result.forecasts["cutoff"] == row["cutoff"])]
+        actual = window[row["target"]].dropna()
+        np.testing.assert_allclose(row["naive_mse"], ((actual - held) ** 2).mean(), rtol=1e-6)
+        np.testing.assert_allclose(row["naive_mae"], (actual - held).abs().mean(), rtol=1e-6)
+
+
 def test_backtest_scales_a_new_series_by_its_history_up_to_each_origin():
     df = long_frame()
     f = Forecaster(**TINY, revin=False).fit(df, target_cols=TARGETS)  # no RevIN to absorb a shifted scale
@@ -437,6 +457,8 @@ def test_plot_backtest_draws_each_windows_forecast_over_the_actuals(data):
         f.plot_backtest(result)
     with pytest.raises(ValueError, match="series 'bb' is not in the backtest .*did you mean 'b'"):
         f.plot_backtest(result, id="bb")
+    with pytest.raises(ValueError, match=r"no column 'unique_id'$"):  # not predict()'s output: no hint to plot()
+        f.plot_backtest(result.forecasts.drop(columns="unique_id"), id="b")
     with pytest.raises(ValueError, match=r"plot_backtest draws backtest\(\)'s output.*no column 'cutoff'"):
         f.plot_backtest(f.predict(), id="b")
 

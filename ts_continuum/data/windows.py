@@ -143,6 +143,12 @@ class WindowDataset(Dataset):
     def __len__(self) -> int:
         return self.count
 
+    def observed(self, i: int) -> np.ndarray:
+        """(L, C) bool: which inputs of window ``i`` were observed, also when ``interpolate`` fills the rest."""
+        if self.mask is None:
+            return np.ones((self.lookback, self.values.shape[1]), bool)
+        return self.mask[self.start + i : self.start + i + self.lookback]
+
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         if not 0 <= i < self.count:
             raise IndexError(i)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from ..training.learning_curve import plot_learning_curve as draw_learning_curve
@@ -67,8 +68,9 @@ def plot_backtest(f, result, id=None) -> Figure:
     need += ["cutoff", time, *targets, *(f"{t}_forecast" for t in targets)]
     missing = [c for c in need if c not in getattr(forecasts, "columns", [])]
     if missing:
+        hint = "; for predict()'s output use plot()" if "cutoff" in missing else ""
         raise ValueError(f"plot_backtest draws backtest()'s output (a BacktestResult or its forecasts), but this has "
-                         f"no column {listing(missing)}; for predict()'s output use plot()")
+                         f"no column {listing(missing)}{hint}")
     if spec.kind == "wide":
         if id is not None:
             raise ValueError(f"id={id!r} selects a series of a long frame, but this forecaster was fitted on a wide "
@@ -81,11 +83,10 @@ def plot_backtest(f, result, id=None) -> Figure:
                 raise ValueError(f"the backtest holds {len(ids)} series; choose one with id=... ({listing(ids)})")
             id = ids[0]
         if not any(i == id for i in ids):
-            raise ValueError(f"series {id!r} is not in the backtest{did_you_mean(id, map(str, ids))}; "
-                             f"series there: {listing(ids)}")
+            raise ValueError(f"series {id!r} is not in the backtest{_id_hint(id, ids)}; series there: {listing(ids)}")
         rows = forecasts[forecasts[spec.id_col] == id]
     windows = list(rows.groupby("cutoff", sort=True))
-    colours = [f"C{1 + k % 9}" for k in range(len(windows))]  # C0 (blue) is left to nothing; black = actual
+    colours = colormaps["plasma"](np.linspace(0.0, 0.85, len(windows)))  # one per cutoff, none near black
     fig = Figure(figsize=(10, 2.4 * len(targets) + 0.6), layout="constrained")
     axes = fig.subplots(len(targets), 1, sharex=True, squeeze=False)[:, 0]
     for ax, name in zip(axes, targets):
@@ -131,11 +132,16 @@ def _refuse_backtest(forecast, spec) -> None:
 def _series_index(panel, id, what: str) -> int:
     matches = np.flatnonzero(np.array([sid == id for sid in panel.ids], dtype=bool))
     if not len(matches):
-        same_text = [sid for sid in panel.ids if str(sid) == str(id)]  # e.g. "202" for the integer id 202
-        hint = (f" (did you mean {same_text[0]!r}, {_kind(same_text[0])}?)" if same_text
-                else did_you_mean(id, map(str, panel.ids)))
-        raise ValueError(f"series {id!r} is not in the {what}{hint}; series there: {listing(panel.ids)}")
+        raise ValueError(f"series {id!r} is not in the {what}{_id_hint(id, panel.ids)}; series there: "
+                         f"{listing(panel.ids)}")
     return int(matches[0])
+
+
+def _id_hint(id, ids) -> str:
+    """" (did you mean ...?)": the same id of another type (e.g. "202" for the integer 202) or a close one."""
+    same_text = [sid for sid in ids if str(sid) == str(id)]
+    return (f" (did you mean {same_text[0]!r}, {_kind(same_text[0])}?)" if same_text
+            else did_you_mean(id, map(str, ids)))
 
 
 def _kind(value) -> str:

@@ -3,6 +3,7 @@ folder, and ``predictions.png``, the last window drawn against its actual values
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pandas as pd
 import torch
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
-from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_info
 
 from .errors import CLIError
 from .prediction_plot import plot_window
@@ -35,7 +36,7 @@ class PredictionWriter(BasePredictionWriter):
         self.path: Path | None = None
         self._file = None
         self._header = True
-        self._last: tuple[int, np.ndarray] | None = None  # the latest window predicted and its forecast
+        self._last: tuple[int, int, np.ndarray] | None = None  # dataloader, window and forecast drawn at the end
 
     def on_predict_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         clash = sorted(set(trainer.datamodule.channel_names) & set(INDEX_COLUMNS))
@@ -45,6 +46,10 @@ class PredictionWriter(BasePredictionWriter):
         suffix = f"-rank{trainer.global_rank}" if trainer.world_size > 1 else ""
         self.path = Path(trainer.log_dir) / f"{PREDICTIONS}{suffix}.csv"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        figure = self.path.with_suffix(".png")
+        if figure.exists():  # kept, it would stand beside forecasts it does not show
+            raise CLIError(f"{figure} exists; predict writes a new figure and overwrites none: choose another "
+                           "run folder or delete the file")
         try:
             self._file = open(self.path, "x", newline="")  # "x": fail rather than overwrite
         except FileExistsError:
@@ -76,8 +81,8 @@ class PredictionWriter(BasePredictionWriter):
         frame.to_csv(self._file, header=self._header, index=False)
         self._header = False
         j = int(np.argmax(index))
-        if self._last is None or index[j] > self._last[0]:
-            self._last = (int(index[j]), values.reshape(n, horizon, channels)[j])
+        if self._last is None or (dataloader_idx, index[j]) > self._last[:2]:
+            self._last = (dataloader_idx, int(index[j]), values.reshape(n, horizon, channels)[j])
 
     def on_predict_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._file.close()
@@ -88,23 +93,22 @@ class PredictionWriter(BasePredictionWriter):
 
     def _draw(self, trainer: Trainer, pl_module: LightningModule) -> None:
         path = self.path.with_suffix(".png")
-        if path.exists():
-            rank_zero_warn(f"{path} exists and is kept; the forecasts' figure was not drawn")
-            return
-        index, forecast = self._last
-        dm = trainer.datamodule
-        loaders = trainer.predict_dataloaders
-        windows = (loaders[0] if isinstance(loaders, (list, tuple)) else loaders).dataset
-        origin = dm.frame.index[windows.start + index + windows.lookback - 1]
-        model = getattr(pl_module, "model", pl_module)
-        attention = getattr(model, "config", {}).get("attention")
-        title = (f"{type(model).__name__}" + (f", {attention} attention" if attention else "")
-                 + f": window {index}, origin {origin}")
+        loader, index, forecast = self._last
         try:  # the forecasts are written: a figure that fails must not end the command
-            plot_window(windows[index], forecast, dm.scaler.inverse_transform, dm.channel_names,
-                        title).savefig(path, dpi=120)
+            dm = trainer.datamodule
+            loaders = trainer.predict_dataloaders
+            windows = (loaders[loader] if isinstance(loaders, (list, tuple)) else loaders).dataset
+            origin = dm.frame.index[windows.start + index + windows.lookback - 1]
+            model = getattr(pl_module, "model", pl_module)
+            attention = getattr(model, "config", {}).get("attention")
+            title = (f"{type(model).__name__}" + (f", {attention} attention" if attention else "")
+                     + f": window {index}, origin {origin}")
+            observed = windows.observed(index) if windows.interpolate else None
+            plot_window(windows[index], forecast, dm.scaler.inverse_transform, dm.channel_names, title,
+                        observed).savefig(path, dpi=120)
         except Exception as error:
-            rank_zero_warn(f"could not draw the forecasts' figure {path}: {error}")
+            # each process draws its own figure, so each says what went wrong with it
+            warnings.warn(f"could not draw the forecasts' figure {path}: {error}", UserWarning, stacklevel=2)
             return
         rank_zero_info(f"The last window's forecast drawn in {path}")
 

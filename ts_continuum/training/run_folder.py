@@ -27,7 +27,7 @@ def check_run_folder(trainer: Trainer) -> None:
         return
     names = {Path(str(p)).name for p in fs.ls(folder, detail=False)}
     found = [n for n in RUN_FILES if n in names and not (n == "checkpoints" and not fs.ls(f"{folder}/{n}"))]
-    found += sorted(n for n in names if n.startswith(PREDICTIONS) and n.endswith(".csv"))
+    found += sorted(n for n in names if n.startswith(PREDICTIONS) and n.endswith((".csv", ".png")))
     if not found:
         return
     logger = trainer.logger

@@ -84,13 +84,17 @@ class LearningCurveWriter(LearningCurve):
             curve = learning_curve_frame(self.rows)
             curve.to_csv(Path(folder) / CSV, index=False)
             if figure:
-                model = getattr(pl_module, "model", pl_module)
-                attention = getattr(model, "config", {}).get("attention")
-                title = type(model).__name__ + (f", {attention} attention" if attention else "")
                 loss = str(pl_module.hparams.get("loss", ""))
-                plot_learning_curve(curve, loss, title).savefig(Path(folder) / PNG, dpi=120)
+                plot_learning_curve(curve, loss, model_title(pl_module)).savefig(Path(folder) / PNG, dpi=120)
         except Exception as error:  # the fit's results matter more than its figure
             rank_zero_warn(f"could not write the learning curve into {folder}: {error}")
+
+
+def model_title(pl_module: L.LightningModule) -> str:
+    """"PatchTST, continuous attention": what the CLI's figures name their model by."""
+    model = getattr(pl_module, "model", pl_module)
+    attention = getattr(model, "config", {}).get("attention")
+    return type(model).__name__ + (f", {attention} attention" if attention else "")
 
 
 def learning_curve_frame(rows: list[dict]) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.utilities import rank_zero_info
 
 from .errors import CLIError
+from .learning_curve import model_title
 from .prediction_plot import plot_window
 
 PREDICTIONS = "predictions"  # predictions.csv, or predictions-rank<N>.csv from several processes
@@ -99,10 +100,7 @@ class PredictionWriter(BasePredictionWriter):
             loaders = trainer.predict_dataloaders
             windows = (loaders[loader] if isinstance(loaders, (list, tuple)) else loaders).dataset
             origin = dm.frame.index[windows.start + index + windows.lookback - 1]
-            model = getattr(pl_module, "model", pl_module)
-            attention = getattr(model, "config", {}).get("attention")
-            title = (f"{type(model).__name__}" + (f", {attention} attention" if attention else "")
-                     + f": window {index}, origin {origin}")
+            title = f"{model_title(pl_module)}: window {index}, origin {origin}"
             observed = windows.observed(index) if windows.interpolate else None
             plot_window(windows[index], forecast, dm.scaler.inverse_transform, dm.channel_names, title,
                         observed).savefig(path, dpi=120)

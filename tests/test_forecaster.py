@@ -392,8 +392,9 @@ def test_backtest_warns_when_it_scores_what_fit_trained_on(data, tmp_path):
     assert (result.forecasts.groupby("unique_id")["cutoff"].min() >= train.groupby("unique_id")["ds"].max()).all()
     overlap = r"backtest: 3 of 12 windows \(series 'a', 'b', 'c'\) score targets the model was trained on.*in-sample"
     with pytest.warns(UserWarning, match=overlap + r".*scalers.*without the last horizon \+ \(n_windows - 1\) \* "
-                                         r"step = 12 nominal steps"):
+                                         r"step = 12 nominal steps") as caught:
         honest.backtest(data, n_windows=n_windows + 1, step=step)  # the first window's targets are in train
+    assert caught[0].filename == __file__  # said where the user called it
     with pytest.warns(UserWarning, match=overlap):
         Forecaster.load(honest.save(tmp_path / "saved")).backtest(data, n_windows=n_windows + 1, step=step)
 

@@ -12,6 +12,10 @@ and cutoffs sharing an origin are reported once. The forecast uses only the hist
 origin, scaling included (a series unseen in fit is standardised by its rows up to the origin);
 actuals are the observations after it matched to horizon slots as in training (averaged when several
 land in one slot, NaN when none does). Errors are in the data's original units.
+
+The same windows calibrate prediction intervals (``run_calibration``, ``intervals.py``): their errors,
+divided by each series' scale, are the conformal scores; ``run_backtest(level=...)`` then measures the
+intervals' coverage on later windows.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import pandas as pd
 
 from .errors import listing, positive_int
 from .frames import id_column
+from .intervals import Calibration, bounds, interval_columns, parse_levels
 from .native_times import native_to_pandas
 from .timing import future_times
 from .windows import EPS, Windows
@@ -35,18 +40,53 @@ class BacktestResult:
     and ``<target>_forecast``; ``metrics``: MSE, MAE, those of the persistence forecast (``naive_mse``,
     ``naive_mae``: the last observation at or before the origin, held) and matched points ``n`` per
     series, cutoff and target; ``overall``: the same per target over every matched point. Original
-    units."""
+    units. With ``level``, ``forecasts`` also holds ``<target>_forecast-lo-<L>``/``-hi-<L>`` and the
+    scores ``coverage-<L>`` (share of matched points inside the interval) and ``width-<L>`` (its mean
+    width)."""
 
     forecasts: pd.DataFrame
     metrics: pd.DataFrame
     overall: pd.DataFrame
 
 
-def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None) -> BacktestResult:
-    f, H = forecaster, forecaster.horizon
+@dataclass
+class _Windows:
+    """The backtest windows of a frame: origins (W,) rows of ``panel``, their series, forecasts and
+    the std they were scaled by (W, C), actual values (W, H, C) and which slots were observed."""
+
+    panel: object
+    origins: np.ndarray
+    series: np.ndarray
+    predicted: np.ndarray
+    std: np.ndarray
+    actual: np.ndarray
+    matched: np.ndarray
+
+
+def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None, level=None) -> BacktestResult:
+    f = forecaster
+    levels = None if level is None else parse_levels(level)
+    quantiles = None if levels is None else f._calibration("backtest with level").quantiles(levels, f.spec_.target_cols)
+    w = _score_windows(f, df, n_windows, step, "backtest", "their errors are in-sample and optimistic")
+    intervals = None if levels is None else (levels, *bounds(w.predicted, w.std, quantiles))
+    times = future_times(w.panel.times[w.origins], f.freq_, f.horizon)
+    return _result(f.spec_, w, times, _naive(w.panel, w.origins, f.horizon), intervals)
+
+
+def run_calibration(forecaster, df: pd.DataFrame, n_windows: int, step: int | None) -> Calibration:
+    """Conformal scores of the backtest windows of ``df``: ``|forecast - actual| / std``."""
+    w = _score_windows(forecaster, df, n_windows, step, "calibrate",
+                       "their errors are in-sample and too small, so the intervals would be too narrow")
+    with np.errstate(invalid="ignore"):
+        scores = np.abs(w.predicted - w.actual) / w.std[:, None, :]
+    return Calibration(np.where(w.matched, scores, np.nan))
+
+
+def _score_windows(f, df: pd.DataFrame, n_windows: int, step: int | None, what: str, in_sample: str) -> _Windows:
+    H = f.horizon
     n_windows = positive_int("n_windows", n_windows)
     step = H if step is None else positive_int("step", step)
-    panel = f._read(df, "backtest data")
+    panel = f._read(df, f"{what} data")
     windows = f._windows(panel, f.freq_)
     span = windows.steps[panel.last_rows]
     need = H + (n_windows - 1) * step
@@ -63,13 +103,12 @@ def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None)
         origins.append(rows)
         series.append(np.full(len(rows), i))
     origins, series = np.concatenate(origins), np.concatenate(series)
-    _warn_in_sample(f, panel, windows, origins, series, need)
+    _warn_in_sample(f, panel, windows, origins, series, need, what, in_sample)
 
     f._check_history(windows, panel.values, origins, panel, series)  # counts observations: unscaled values do
-    predicted = _forecasts(f, panel, windows, origins, series)
+    predicted, std = _forecasts(f, panel, windows, origins, series)
     actual, matched = windows.targets(panel.values, origins)
-    return _result(f.spec_, panel, origins, series, future_times(panel.times[origins], f.freq_, H), actual, matched,
-                   predicted, _naive(panel, origins, H))
+    return _Windows(panel, origins, series, predicted, std, actual, matched)
 
 
 def _naive(panel, origins: np.ndarray, horizon: int) -> np.ndarray:
@@ -79,7 +118,8 @@ def _naive(panel, origins: np.ndarray, horizon: int) -> np.ndarray:
     return np.repeat(last[origins][:, None, :], horizon, axis=1)
 
 
-def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray, held_out: float) -> None:
+def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray, held_out: float,
+                    what: str, consequence: str) -> None:
     """Warn when a window of a series known from fit scores targets at or before the end of that
     series' training data (its last observation in fit, the end of ``context_``, saved with it)."""
     known = np.array([f.series_.get(sid, -1) for sid in panel.ids])[series]
@@ -92,17 +132,18 @@ def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.
     names = listing(dict.fromkeys(panel.ids[series[seen]]))
 
     warnings.warn(
-        f"backtest: {int(seen.sum())} of {len(origins)} windows (series {names}) "
+        f"{what}: {int(seen.sum())} of {len(origins)} windows (series {names}) "
         f"score targets the model was trained on (e.g. {panel.ids[series[w]]!r} after cutoff "
-        f"{panel.stamp(panel.times[origins[w]])}, while fit saw it up to {panel.stamp(until[w])}), so their errors "
-        "are in-sample and optimistic; if fit had no val_size, these series' scalers were fitted on those values "
+        f"{panel.stamp(panel.times[origins[w]])}, while fit saw it up to {panel.stamp(until[w])}), so {consequence}; "
+        "if fit had no val_size, these series' scalers were fitted on those values "
         "too. For honest scores, fit on the data up to the first cutoff, e.g. without the last "
         "horizon + (n_windows - 1) * step = "
-        f"{held_out:g} nominal steps of each series, then backtest on the full frame", UserWarning, stacklevel=4)
+        f"{held_out:g} nominal steps of each series, then {what} on the full frame", UserWarning, stacklevel=5)
 
 
-def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray) -> np.ndarray:
-    """Forecasts (W, H, C) in original units, each from the history up to its origin.
+def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Forecasts (W, H, C) in original units, each from the history up to its origin, and the std
+    (W, C) each window was scaled by.
 
     A series unseen in fit is standardised by its own statistics, fitted per window on the rows up to
     that window's origin: exactly what ``predict`` on that history does. Statistics of the whole frame
@@ -116,6 +157,7 @@ def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarr
     if not new[series].any():
         rank = np.zeros_like(rank)
     out = np.empty((len(origins), f.horizon, panel.values.shape[1]))
+    std = np.empty((len(origins), panel.values.shape[1]))
     for r in np.unique(rank):
         sel = np.flatnonzero(rank == r)
         upto = panel.last_rows.copy()
@@ -124,10 +166,12 @@ def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarr
         values = scaler.transform(panel.values, panel.bounds)
         scaled = f._forecast(windows.batch(values, origins[sel], with_targets=False))
         out[sel] = scaler.inverse(scaled, series[sel])
-    return out
+        std[sel] = scaler.std[series[sel]]
+    return out, std
 
 
-def _result(spec, panel, origins, series, times, actual, matched, predicted, naive) -> BacktestResult:
+def _result(spec, w: _Windows, times: np.ndarray, naive: np.ndarray, intervals: tuple | None) -> BacktestResult:
+    panel, origins, series, actual, matched, predicted = w.panel, w.origins, w.series, w.actual, w.matched, w.predicted
     W, H, C = predicted.shape
 
     def as_pandas(t):
@@ -141,6 +185,7 @@ def _result(spec, panel, origins, series, times, actual, matched, predicted, nai
     for c, name in enumerate(spec.target_cols):
         data[name] = actual[:, :, c].reshape(-1)
         data[f"{name}_forecast"] = predicted[:, :, c].reshape(-1)
+        data.update(interval_columns(f"{name}_forecast", intervals, c))
     forecasts = pd.DataFrame({**keys, **data})
 
     err = np.where(matched, predicted - np.nan_to_num(actual), 0.0)
@@ -150,8 +195,15 @@ def _result(spec, panel, origins, series, times, actual, matched, predicted, nai
 
     def scores(axis, count) -> dict[str, np.ndarray]:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return {"mse": (err**2).sum(axis) / count, "mae": np.abs(err).sum(axis) / count,
-                    "naive_mse": (naive_err**2).sum(axis) / count, "naive_mae": np.abs(naive_err).sum(axis) / count}
+            out = {"mse": (err**2).sum(axis) / count, "mae": np.abs(err).sum(axis) / count,
+                   "naive_mse": (naive_err**2).sum(axis) / count, "naive_mae": np.abs(naive_err).sum(axis) / count}
+            if intervals is not None:
+                levels, lo, hi = intervals
+                for i, level in enumerate(levels):
+                    inside = matched & (lo[i] <= actual) & (actual <= hi[i])
+                    out[f"coverage-{level:g}"] = inside.sum(axis) / count
+                    out[f"width-{level:g}"] = np.where(matched, hi[i] - lo[i], 0.0).sum(axis) / count
+            return out
 
     rows = {"cutoff": as_pandas(panel.times[np.repeat(origins, C)]), "target": np.tile(list(spec.target_cols), W),
             **{k: v.reshape(-1) for k, v in scores(1, n).items()}, "n": n.reshape(-1)}

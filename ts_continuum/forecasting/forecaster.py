@@ -15,9 +15,10 @@ from ..models import MODELS
 from ..models.layers import MultiHeadAttention
 from ..training import ForecastingModule
 from ..training.learning_curve import learning_curve_frame
-from .backtest import BacktestResult, run_backtest
+from .backtest import BacktestResult, run_backtest, run_calibration
 from .errors import NotFittedError, positive_int
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
+from .intervals import Calibration, bounds, parse_levels
 from .options import split_options
 from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_backtest, plot_forecast, plot_learning_curve
@@ -162,6 +163,7 @@ class Forecaster:
     def _set_fitted(self, model: torch.nn.Module, spec: FrameSpec, freq, scaler: Scaler, context: Panel) -> None:
         self.model_, self.spec_, self.freq_, self.scaler_, self.context_ = model, spec, freq, scaler, context
         self.series_ = {sid: i for i, sid in enumerate(context.ids)}
+        self.calibration_: Calibration | None = None  # errors of another model would not describe this one
 
     def _windows(self, panel: Panel, freq) -> Windows:
         return Windows(panel.times, panel.bounds, freq, self.lookback, self.horizon, self.interpolate_inputs)
@@ -196,13 +198,18 @@ class Forecaster:
                 UserWarning, stacklevel=3)
 
     # --- forecasting --------------------------------------------------------------------
-    def predict(self, df: pd.DataFrame | None = None) -> pd.DataFrame:
+    def predict(self, df: pd.DataFrame | None = None, level=None) -> pd.DataFrame:
         """The next ``horizon`` nominal steps after each series' last observation, in the input's format.
 
         ``df=None`` continues the training series; a frame conditions on its history instead (new
         series are scaled by their own history). Timestamps are last + k * freq, k = 1..horizon.
+        ``level`` (percent, e.g. ``[80, 95]``; needs ``calibrate`` first) adds conformal prediction
+        intervals as columns ``<target>-lo-<level>`` and ``<target>-hi-<level>``.
         """
         self._check_fitted("predict")
+        levels = None if level is None else parse_levels(level)
+        quantiles = None if levels is None else self._calibration("predict with level").quantiles(
+            levels, self.spec_.target_cols)
         panel = self.context_ if df is None else self._read(df, "predict data")
         windows = self._windows(panel, self.freq_)
         scaler = self._scaler_for(panel)
@@ -211,8 +218,9 @@ class Forecaster:
         self._check_history(windows, values, origins, panel, np.arange(panel.n_series))
         scaled = self._forecast(windows.batch(values, origins, with_targets=False))
         times = future_times(panel.times[origins], self.freq_, self.horizon)
-        return forecast_frame(self.spec_, panel.ids, times, scaler.inverse(scaled, np.arange(panel.n_series)),
-                              panel.time_dtype, panel.tz)
+        forecast = scaler.inverse(scaled, np.arange(panel.n_series))
+        intervals = None if levels is None else (levels, *bounds(forecast, scaler.std, quantiles))
+        return forecast_frame(self.spec_, panel.ids, times, forecast, panel.time_dtype, panel.tz, intervals)
 
     def _read(self, df: pd.DataFrame, what: str) -> Panel:
         panel = read_panel(df, self.spec_, what)
@@ -270,13 +278,31 @@ class Forecaster:
                 out.append(model(*part).cpu().numpy())
         return np.concatenate(out)
 
-    def backtest(self, df: pd.DataFrame, n_windows: int = 1, step: int | None = None) -> BacktestResult:
+    def backtest(self, df: pd.DataFrame, n_windows: int = 1, step: int | None = None, level=None) -> BacktestResult:
         """Rolling-origin evaluation without training: forecasts from the last ``n_windows`` cutoffs,
         ``step`` nominal steps apart (default ``horizon``), scored against what ``df`` observed after
         each cutoff. Windows whose targets fit trained on are in-sample (a warning says so): for honest
-        scores fit on the data up to the first cutoff; see ``backtest.py``."""
+        scores fit on the data up to the first cutoff; see ``backtest.py``. ``level`` adds the
+        calibrated intervals and their coverage (needs ``calibrate`` on earlier windows)."""
         self._check_fitted("backtest")
-        return run_backtest(self, df, n_windows, step)
+        return run_backtest(self, df, n_windows, step, level)
+
+    def calibrate(self, df: pd.DataFrame, n_windows: int, step: int | None = None) -> "Forecaster":
+        """Keep the errors of the backtest windows of ``df`` (as in ``backtest``) for conformal
+        prediction intervals: then ``predict(level=[80, 95])``. Calibrate on data fit did not train
+        on (a warning says when it did: the intervals would be too narrow). Replaces an earlier
+        calibration; returns the forecaster. See ``intervals.py``."""
+        self._check_fitted("calibrate")
+        self.calibration_ = run_calibration(self, df, n_windows, step)
+        return self
+
+    def _calibration(self, action: str) -> Calibration:
+        if self.calibration_ is None:
+            raise ValueError(f"{action} needs prediction-interval calibration: call calibrate(df, n_windows=...) "
+                             "first, on data after the training period (e.g. fit on all but the last "
+                             "horizon + (n_windows - 1) * step nominal steps of each series, then calibrate on the "
+                             "full frame)")
+        return self.calibration_
 
     # --- saving and plotting ---------------------------------------------------------------
     def save(self, path: str | Path, overwrite: bool = False) -> Path:

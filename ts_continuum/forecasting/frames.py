@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import did_you_mean, listing
+from .intervals import interval_columns
 from .native_times import native_to_pandas, parse_times
 
 LONG_ID = "unique_id"
@@ -193,11 +194,14 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
 
 
 def forecast_frame(spec: FrameSpec, ids: np.ndarray, times: np.ndarray, values: np.ndarray,
-                   time_dtype: str, tz: str | None) -> pd.DataFrame:
-    """(S, H) times and (S, H, C) values as a frame in the user's format and column names."""
+                   time_dtype: str, tz: str | None, intervals: tuple | None = None) -> pd.DataFrame:
+    """(S, H) times and (S, H, C) values as a frame in the user's format and column names; with
+    ``intervals`` (levels, lower and upper bounds (L, S, H, C)) each target's interval columns follow it."""
     S, H, C = values.shape
     when = native_to_pandas(times.reshape(-1), spec.time_kind, tz, time_dtype)
-    data = {name: values[:, :, c].reshape(-1) for c, name in enumerate(spec.target_cols)}
+    data = {}
+    for c, name in enumerate(spec.target_cols):
+        data.update({name: values[:, :, c].reshape(-1), **interval_columns(name, intervals, c)})
     if spec.kind == "long":
         return pd.DataFrame({spec.id_col: id_column(np.repeat(ids, H)), spec.time_col: when, **data})
     if spec.time_col is None:

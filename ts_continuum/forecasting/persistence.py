@@ -3,7 +3,8 @@
 Layout: ``forecaster.json`` (format name and version, library version, the constructor arguments,
 column/format metadata, nominal step, model config, series ids, fit metrics and learning curve),
 ``weights.pt`` (the model's state dict, read back with ``weights_only=True``) and ``state.npz``
-(scalers and each series' last input window, which ``predict()`` without a frame continues). A
+(scalers, each series' last input window, which ``predict()`` without a frame continues, and the
+prediction-interval calibration scores if ``calibrate`` was called). A
 format-version bump marks layouts this code cannot read; such directories are refused rather than
 half-read.
 
@@ -29,6 +30,7 @@ import torch
 import ts_continuum
 
 from .frames import FrameSpec, Panel
+from .intervals import Calibration
 from .scaling import Scaler
 from ..training.learning_curve import learning_curve_frame
 from .timing import parse_freq
@@ -126,8 +128,9 @@ def _write(f, text: str, directory: Path) -> None:
     ctx = f.context_
     (directory / CONFIG).write_text(text)
     torch.save(f.model_.state_dict(), directory / WEIGHTS)
+    calibration = {} if f.calibration_ is None else {"calibration": f.calibration_.scores}
     np.savez(directory / ARRAYS, mean=f.scaler_.mean, std=f.scaler_.std,
-             bounds=ctx.bounds, times=ctx.times, values=ctx.values)
+             bounds=ctx.bounds, times=ctx.times, values=ctx.values, **calibration)
 
 
 def _move_into_place(new: Path, path: Path) -> None:
@@ -192,7 +195,9 @@ def load_forecaster(cls, path: Path):
         time = config["time"]
         context = Panel(np.array(config["ids"], dtype=object), arrays["bounds"], arrays["times"],
                         arrays["values"], time["kind"], time["tz"], time["dtype"])
+        scores = arrays["calibration"] if "calibration" in arrays.files else None  # absent: never calibrated
     f._set_fitted(model.eval(), FrameSpec.from_dict(config["spec"]), config["freq"], scaler, context)
+    f.calibration_ = None if scores is None else Calibration(scores)
     f.fit_metrics_ = {k: math.nan if v is None else v for k, v in config.get("fit_metrics", {}).items()}
     f.learning_curve_ = learning_curve_frame(config.get("learning_curve", []))  # [] in older saves
     return f

@@ -1,10 +1,14 @@
 """Figures: one series' recent history and its forecast (one panel per target), and the learning curve.
 
 Observed points are drawn as markers joined by lines, so irregular spacing and gaps stay visible.
+Prediction intervals in the frames (``<column>-lo-<L>``/``-hi-<L>``) are drawn as shaded bands.
 Built on ``matplotlib.figure.Figure`` (no pyplot state), so it works on any backend, headless too.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -48,6 +52,12 @@ def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
     for c, (ax, name) in enumerate(zip(axes, targets)):
         seen = ~np.isnan(h_v[:, c])
         ax.plot(h_t[seen], h_v[seen, c], ".-", lw=0.8, ms=3, color="tab:blue", label="history (observed)")
+        levels = interval_levels(forecast.columns, name)
+        if levels:
+            spec = replace(f.spec_, target_cols=tuple(f"{name}-{side}-{lv}" for lv in levels for side in ("lo", "hi")))
+            band = read_panel(forecast, spec, "forecast")
+            b = _series_index(band, id, "forecast")
+            draw_bands(ax, p_t, band.values[slice(*band.bounds[b : b + 2])], levels, "tab:orange")
         ax.plot(p_t, p_v[:, c], "-", lw=1.4, color="tab:orange", label="forecast")
         ax.axvline(h_t[-1], ls=":", color="grey", lw=0.8)
         ax.set_ylabel(str(name))
@@ -92,13 +102,21 @@ def plot_backtest(f, result, id=None) -> Figure:
     for ax, name in zip(axes, targets):
         actual = rows.groupby(time, sort=True)[name].first().dropna()  # overlapping windows repeat a value
         ax.plot(actual.index, actual.to_numpy(), ".-", lw=0.8, ms=3, color="black", alpha=0.7, label="actual")
+        levels = interval_levels(rows.columns, f"{name}_forecast")
         for (cutoff, window), colour in zip(windows, colours):
+            if levels:
+                edges = [f"{name}_forecast-{side}-{lv}" for lv in levels for side in ("lo", "hi")]
+                draw_bands(ax, window[time], window[edges].to_numpy(), levels, colour, label=cutoff == windows[0][0])
             ax.plot(window[time], window[f"{name}_forecast"], "-", lw=1.3, color=colour)
             ax.axvline(cutoff, ls=":", lw=0.8, color=colour)
         matched = rows.dropna(subset=[name])
         err = matched[f"{name}_forecast"] - matched[name]
-        ax.set_title(f"{name}: MSE {float((err ** 2).mean()):.4g}, MAE {float(err.abs().mean()):.4g} "
-                     f"over {len(matched)} matched points", fontsize="small", loc="left")
+        covered = []
+        for lv in levels:
+            inside = matched[name].between(matched[f"{name}_forecast-lo-{lv}"], matched[f"{name}_forecast-hi-{lv}"])
+            covered.append(f", {lv} % interval covers {float(inside.mean()):.0%}")
+        ax.set_title(f"{name}: MSE {float((err ** 2).mean()):.4g}, MAE {float(err.abs().mean()):.4g}"
+                     + "".join(covered) + f" over {len(matched)} matched points", fontsize="small", loc="left")
         ax.set_ylabel(str(name))
         ax.grid(alpha=0.3)
     axes[0].plot([], [], "-", color=colours[0], label="forecast (one colour per cutoff, dotted)")
@@ -106,6 +124,20 @@ def plot_backtest(f, result, id=None) -> Figure:
     fig.suptitle(("" if spec.kind == "wide" else f"{id}: ") + f"backtest, {len(windows)} window(s) of "
                  f"{f.horizon} steps ({f.attention} attention)")
     return fig
+
+
+def interval_levels(columns, column: str) -> list[str]:
+    """The levels (as written in the names) with both ``<column>-lo-<L>`` and ``-hi-<L>`` columns, widest first."""
+    pattern = re.compile(re.escape(str(column)) + r"-lo-(.+)")
+    found = [m.group(1) for m in map(pattern.fullmatch, map(str, columns)) if m]
+    return sorted((lv for lv in found if f"{column}-hi-{lv}" in set(map(str, columns))), key=float, reverse=True)
+
+
+def draw_bands(ax, times, edges: np.ndarray, levels: list[str], colour, label: bool = True) -> None:
+    """Shade each level's interval; ``edges`` (T, 2L) holds lower and upper bounds per level, widest first."""
+    for i, level in enumerate(levels):
+        ax.fill_between(times, edges[:, 2 * i], edges[:, 2 * i + 1], color=colour, alpha=0.12 + 0.1 * i, lw=0,
+                        label=f"{level} % interval" if label else None)
 
 
 def plot_learning_curve(f) -> Figure:

@@ -50,7 +50,7 @@ class BacktestResult:
 
 
 @dataclass
-class _Windows:
+class ScoredWindows:
     """The backtest windows of a frame: origins (W,) rows of ``panel``, their series, forecasts and
     the std they were scaled by (W, C), actual values (W, H, C) and which slots were observed."""
 
@@ -67,48 +67,65 @@ def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None,
     f = forecaster
     levels = None if level is None else parse_levels(level)
     quantiles = None if levels is None else f._calibration("backtest with level").quantiles(levels, f.spec_.target_cols)
-    w = _score_windows(f, df, n_windows, step, "backtest", "their errors are in-sample and optimistic")
+    panel = f._read(df, "backtest data")
+    windows = f._windows(panel, f.freq_)
+    cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
+    w = score_windows(f, panel, windows, cutoffs, "backtest", "their errors are in-sample and optimistic")
     intervals = None if levels is None else (levels, *bounds(w.predicted, w.std, quantiles))
-    times = future_times(w.panel.times[w.origins], f.freq_, f.horizon)
-    return _result(f.spec_, w, times, _naive(w.panel, w.origins, f.horizon), intervals)
+    return backtest_result(f, w, intervals)
 
 
 def run_calibration(forecaster, df: pd.DataFrame, n_windows: int, step: int | None) -> Calibration:
     """Conformal scores of the backtest windows of ``df``: ``|forecast - actual| / std``."""
-    w = _score_windows(forecaster, df, n_windows, step, "calibrate",
-                       "their errors are in-sample and too small, so the intervals would be too narrow")
+    f = forecaster
+    panel = f._read(df, "calibrate data")
+    windows = f._windows(panel, f.freq_)
+    cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
+    w = score_windows(f, panel, windows, cutoffs, "calibrate",
+                      "their errors are in-sample and too small, so the intervals would be too narrow")
     with np.errstate(invalid="ignore"):
         scores = np.abs(w.predicted - w.actual) / w.std[:, None, :]
     return Calibration(np.where(w.matched, scores, np.nan))
 
 
-def _score_windows(f, df: pd.DataFrame, n_windows: int, step: int | None, what: str, in_sample: str) -> _Windows:
-    H = f.horizon
+def window_cutoffs(panel, windows: Windows, horizon: int, n_windows: int, step: int | None) -> np.ndarray:
+    """(S, n_windows) cutoffs in nominal steps from each series' first observation, ``step`` apart,
+    the last ``horizon`` steps before its last observation."""
     n_windows = positive_int("n_windows", n_windows)
-    step = H if step is None else positive_int("step", step)
-    panel = f._read(df, f"{what} data")
-    windows = f._windows(panel, f.freq_)
+    step = horizon if step is None else positive_int("step", step)
     span = windows.steps[panel.last_rows]
-    need = H + (n_windows - 1) * step
+    need = horizon + (n_windows - 1) * step
     short = np.flatnonzero(span < need - EPS)
     if len(short):
         raise ValueError(f"series {panel.ids[short[0]]!r} spans {span[short[0]] + 1:g} nominal steps; {n_windows} "
                          f"window(s) {step} steps apart need at least horizon + (n_windows - 1) * step + 1 = "
                          f"{need + 1} "
                          f"({len(short)} series too short): use fewer windows or a smaller step")
-    cutoffs = span[:, None] - H - (n_windows - 1 - np.arange(n_windows))[None, :] * step
+    return span[:, None] - horizon - (n_windows - 1 - np.arange(n_windows))[None, :] * step
+
+
+def score_windows(f, panel, windows: Windows, cutoffs: np.ndarray, what: str, in_sample: str) -> ScoredWindows:
+    """Forecast and match the windows at ``cutoffs`` (S, K): the origin is each series' last
+    observation at or before a cutoff; cutoffs sharing an origin give one window."""
     origins, series = [], []
     for i, (b, e) in enumerate(zip(panel.bounds[:-1], panel.bounds[1:])):
         rows = np.unique(b + np.searchsorted(windows.steps[b:e], cutoffs[i] + EPS, side="right") - 1)
         origins.append(rows)
         series.append(np.full(len(rows), i))
     origins, series = np.concatenate(origins), np.concatenate(series)
-    _warn_in_sample(f, panel, windows, origins, series, need, what, in_sample)
+    held_out = float(windows.steps[panel.last_rows[0]] - cutoffs[0, 0])  # horizon + (n_windows - 1) * step
+    _warn_in_sample(f, panel, windows, origins, series, held_out, what, in_sample)
 
     f._check_history(windows, panel.values, origins, panel, series)  # counts observations: unscaled values do
     predicted, std = _forecasts(f, panel, windows, origins, series)
     actual, matched = windows.targets(panel.values, origins)
-    return _Windows(panel, origins, series, predicted, std, actual, matched)
+    return ScoredWindows(panel, origins, series, predicted, std, actual, matched)
+
+
+def backtest_result(f, w: ScoredWindows, intervals: tuple | None = None) -> BacktestResult:
+    """The scored windows ``w`` as frames, beside the persistence forecast."""
+    times = future_times(w.panel.times[w.origins], f.freq_, f.horizon)
+    return _result(f.spec_, w, times, _naive(w.panel, w.origins, f.horizon), intervals)
 
 
 def _naive(panel, origins: np.ndarray, horizon: int) -> np.ndarray:
@@ -170,7 +187,7 @@ def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarr
     return out, std
 
 
-def _result(spec, w: _Windows, times: np.ndarray, naive: np.ndarray, intervals: tuple | None) -> BacktestResult:
+def _result(spec, w: ScoredWindows, times: np.ndarray, naive: np.ndarray, intervals: tuple | None) -> BacktestResult:
     panel, origins, series, actual, matched, predicted = w.panel, w.origins, w.series, w.actual, w.matched, w.predicted
     W, H, C = predicted.shape
 

@@ -16,6 +16,7 @@ from ..models.layers import MultiHeadAttention
 from ..training import ForecastingModule
 from ..training.learning_curve import learning_curve_frame
 from .backtest import BacktestResult, run_backtest, run_calibration
+from .cross_validation import run_cross_validation
 from .errors import NotFittedError, positive_int
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
 from .intervals import Calibration, bounds, parse_levels
@@ -112,9 +113,18 @@ class Forecaster:
         Datetimes spaced by calendar months, quarters or years are refused without ``freq=`` (a
         fixed step cannot follow them): fit on month numbers instead, see ``docs/forecaster.md``.
         """
+        self._check_val_size(val_size)
+        spec, panel, freq = self._read_training(df, id_col, time_col, target_cols)
+        return self._fit_panel(spec, panel, freq, val_size)
+
+    def _check_val_size(self, val_size: int | None) -> None:
         if val_size is not None and positive_int("val_size", val_size) < self.horizon:
             raise ValueError(f"val_size ({val_size}) must be at least horizon ({self.horizon}) nominal steps so "
                              "that one validation window fits")
+
+    def _read_training(self, df: pd.DataFrame, id_col: str | None, time_col: str | None,
+                       target_cols: str | list[str] | None) -> tuple[FrameSpec, Panel, float]:
+        """The frame's layout, its validated series and the nominal step (given or inferred)."""
         spec = detect_spec(df, id_col, time_col, target_cols)
         panel = read_panel(df, spec, "training data")
         spec = spec.with_time(panel)
@@ -124,6 +134,9 @@ class Forecaster:
         freq = infer_freq(panel) if freq is None else freq
         check_resolution(panel, freq, self.lookback)
         self._warn_if_blind(panel, freq)
+        return spec, panel, freq
+
+    def _fit_panel(self, spec: FrameSpec, panel: Panel, freq, val_size: int | None) -> "Forecaster":
         windows = self._windows(panel, freq)
         span = windows.steps[panel.last_rows]  # steps from each series' first to last observation
         self._check_span(panel, span, freq, val_size or 0)
@@ -286,6 +299,15 @@ class Forecaster:
         calibrated intervals and their coverage (needs ``calibrate`` on earlier windows)."""
         self._check_fitted("backtest")
         return run_backtest(self, df, n_windows, step, level)
+
+    def cross_validation(self, df: pd.DataFrame, n_windows: int = 1, step: int | None = None, *, refit: bool = False,
+                         id_col: str | None = None, time_col: str | None = "ds",
+                         target_cols: str | list[str] | None = None, val_size: int | None = None) -> BacktestResult:
+        """Honest rolling-origin scores of this configuration: fresh copies are fitted on the data
+        before the windows (once with ``refit=False``; per window, up to its cutoff, with ``refit=True``)
+        and score the ``backtest`` windows of ``df``; this forecaster is not changed. Arguments as in
+        ``fit`` and ``backtest``; see ``cross_validation.py``."""
+        return run_cross_validation(self, df, n_windows, step, refit, id_col, time_col, target_cols, val_size)
 
     def calibrate(self, df: pd.DataFrame, n_windows: int, step: int | None = None) -> "Forecaster":
         """Keep the errors of the backtest windows of ``df`` (as in ``backtest``) for conformal

@@ -67,6 +67,7 @@ def test_a_level_needs_just_enough_points_for_a_finite_quantile(level, need):
 
 def test_levels_are_percentages():
     assert parse_levels(95) == [95.0] and parse_levels([95, 80, 80.0]) == [80.0, 95.0]
+    assert parse_levels(np.array(80)) == parse_levels(np.float32(80)) == parse_levels(pd.Series([80])) == [80.0]
     for bad in (0, 100, 150, -5):
         with pytest.raises(ValueError, match=rf"level {bad!r} is not a coverage in percent"):
             parse_levels([80, bad])
@@ -112,7 +113,11 @@ def test_predict_with_level_brackets_the_forecast_by_the_quantile_times_the_seri
 
 def test_backtest_with_level_reports_the_intervals_and_their_coverage(calibrated, data):
     f = calibrated
-    result = f.backtest(data, n_windows=N_CAL, step=STEP, level=80)  # the calibration windows themselves
+    every = f.calibration_.windows  # all of them overlap
+    with pytest.warns(UserWarning, match=rf"backtest: {every} of {every} windows \(series 'a', 'b', 'c'\) overlap the "
+                                         r"windows calibrate scored .*at least their level by construction") as caught:
+        result = f.backtest(data, n_windows=N_CAL, step=STEP, level=80)  # the calibration windows themselves
+    assert caught[0].filename == __file__
     fc = result.forecasts
     assert [c for c in fc.columns if "-lo-" in c or "-hi-" in c] == ["y_forecast-lo-80", "y_forecast-hi-80",
                                                                      "z_forecast-lo-80", "z_forecast-hi-80"]
@@ -138,7 +143,11 @@ def test_intervals_calibrated_on_one_period_cover_about_their_level_on_the_next(
     hours = (df["ds"] - df["ds"].min()) / pd.Timedelta("1h")
     f = Forecaster(**{**TINY, "max_epochs": 3}).fit(df[hours < 120])
     f.calibrate(df[hours < 180], n_windows=10, step=H)  # windows in hours 120-179
-    result = f.backtest(df, n_windows=10, step=H, level=[50, 90])  # windows in hours 180-239, unseen
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # after the calibration windows: no overlap warning
+        result = f.backtest(df, n_windows=10, step=H, level=[50, 90])  # windows in hours 180-239, unseen
+    with pytest.warns(UserWarning, match=r"backtest: 8 of 88 windows .* overlap the windows calibrate scored"):
+        f.backtest(df, n_windows=11, step=H, level=50)  # the earliest window starts in the calibration's last
     assert 0.35 <= result.overall.loc["y", "coverage-50"] <= 0.65
     assert 0.8 <= result.overall.loc["y", "coverage-90"] <= 0.97
 
@@ -172,6 +181,43 @@ def test_save_and_load_keep_the_calibration(calibrated, data, tmp_path):
     pd.testing.assert_frame_equal(loaded.predict(data, level=[80, 90]), calibrated.predict(data, level=[80, 90]))
     plain = Forecaster(**TINY).fit(before_held_out(data), target_cols=TARGETS)
     assert Forecaster.load(plain.save(tmp_path / "plain")).calibration_ is None
+
+
+def test_a_new_series_is_calibrated_on_its_scale_up_to_each_origin(data):
+    f = Forecaster(**TINY).fit(before_held_out(data), target_cols=TARGETS)
+    new = data.assign(unique_id=data["unique_id"] + "_new")
+    f.calibrate(new, n_windows=N_CAL, step=STEP)
+    fc = f.backtest(new, n_windows=N_CAL, step=STEP).forecasts
+    assert f.calibration_.until is not None and (f.calibration_.until == np.iinfo(np.int64).min).all()  # none known
+    windows = fc.groupby(["unique_id", "cutoff"], sort=False)
+    assert windows.ngroups == len(f.calibration_.scores)
+    for w, ((sid, cutoff), rows) in enumerate(windows):
+        history = new[(new["unique_id"] == sid) & (new["ds"] <= cutoff)]
+        std = history[TARGETS].std(ddof=0).to_numpy()  # the history up to the origin, not the whole series
+        expected = (rows[[f"{t}_forecast" for t in TARGETS]].to_numpy() - rows[TARGETS].to_numpy()) / std
+        np.testing.assert_allclose(f.calibration_.scores[w], np.abs(expected), rtol=1e-6)
+
+
+def test_interval_columns_never_overwrite_another_column():
+    df = long_frame().rename(columns={"z": "y-lo-80"})
+    f = Forecaster(**TINY).fit(before_held_out(df), target_cols=["y", "y-lo-80"])
+    f.calibrate(df, n_windows=N_CAL, step=STEP)
+    with pytest.raises(ValueError, match=r"the 80 % interval of 'y' would be written to column 'y-lo-80', which the "
+                                         r"output already has: rename that column"):
+        f.predict(level=80)
+    assert "y-lo-80-lo-50" in f.predict(level=50).columns
+    df = long_frame().rename(columns={"z": "y_forecast-hi-90"})  # backtest writes y's bounds as y_forecast-*
+    g = Forecaster(**TINY).fit(before_held_out(df), target_cols=["y", "y_forecast-hi-90"])
+    g.calibrate(df, n_windows=N_CAL, step=STEP)
+    with pytest.raises(ValueError, match=r"the 90 % interval of 'y_forecast' would be written to column "
+                                         r"'y_forecast-hi-90'"):
+        g.backtest(df, level=[80, 90])
+
+
+def test_distinct_levels_get_distinct_names(calibrated):
+    pred = calibrated.predict(level=[80, 80.0000001, 12.5])
+    assert [c for c in pred.columns if c.startswith("y-")] == ["y-lo-80.0000001", "y-lo-80", "y-lo-12.5", "y-hi-12.5",
+                                                             "y-hi-80", "y-hi-80.0000001"]
 
 
 def test_wide_frames_get_interval_columns_beside_each_variable():

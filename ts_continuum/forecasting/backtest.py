@@ -28,7 +28,7 @@ import pandas as pd
 
 from .errors import listing, positive_int
 from .frames import id_column
-from .intervals import Calibration, bounds, interval_columns, parse_levels
+from .intervals import Calibration, Level, bounds, check_names, interval_columns, level_name, parse_levels
 from .native_times import native_to_pandas
 from .timing import future_times
 from .windows import EPS, Windows
@@ -63,16 +63,23 @@ class ScoredWindows:
     matched: np.ndarray
 
 
-def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None, level=None) -> BacktestResult:
-    f = forecaster
+def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None,
+                 level: Level | None = None) -> BacktestResult:
+    f, spec = forecaster, forecaster.spec_
     levels = None if level is None else parse_levels(level)
-    quantiles = None if levels is None else f._calibration("backtest with level").quantiles(levels, f.spec_.target_cols)
+    if levels is not None:
+        quantiles = f._calibration("backtest with level").quantiles(levels, spec.target_cols)
+        check_names([f"{t}_forecast" for t in spec.target_cols], levels,
+                    [*spec.target_cols, *(f"{t}_forecast" for t in spec.target_cols), "cutoff", spec.id_col,
+                     spec.time_col or spec.index_name or "ds"])
     panel = f._read(df, "backtest data")
     windows = f._windows(panel, f.freq_)
     cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
     w = score_windows(f, panel, windows, cutoffs, "backtest", "their errors are in-sample and optimistic")
-    intervals = None if levels is None else (levels, *bounds(w.predicted, w.std, quantiles))
-    return backtest_result(f, w, intervals)
+    if levels is None:
+        return backtest_result(f, w)
+    _warn_calibration_overlap(f, w)
+    return backtest_result(f, w, (levels, *bounds(w.predicted, w.std, quantiles)))
 
 
 def run_calibration(forecaster, df: pd.DataFrame, n_windows: int, step: int | None) -> Calibration:
@@ -85,7 +92,40 @@ def run_calibration(forecaster, df: pd.DataFrame, n_windows: int, step: int | No
                       "their errors are in-sample and too small, so the intervals would be too narrow")
     with np.errstate(invalid="ignore"):
         scores = np.abs(w.predicted - w.actual) / w.std[:, None, :]
-    return Calibration(np.where(w.matched, scores, np.nan))
+    ends = future_times(panel.times[w.origins], f.freq_, f.horizon)[:, -1]  # each window's last horizon slot
+    known = _known(f, panel)[w.series]
+    until = np.full(len(f.context_.ids), _lowest(ends.dtype), dtype=ends.dtype)
+    np.maximum.at(until, known[known >= 0], ends[known >= 0])
+    return Calibration(np.where(w.matched, scores, np.nan), until)
+
+
+def _known(f, panel) -> np.ndarray:
+    """(S,) each series' index among the series fit saw, -1 for a new one."""
+    return np.array([f.series_.get(sid, -1) for sid in panel.ids], dtype=np.int64)
+
+
+def _lowest(dtype) -> int | float:
+    return np.iinfo(dtype).min if np.issubdtype(dtype, np.integer) else -np.inf
+
+
+def _warn_calibration_overlap(f, w: ScoredWindows) -> None:
+    """Coverage measured on the windows that calibrated the intervals is at least the level by
+    construction: warn when a backtest window starts before the end of its series' calibration."""
+    until = f.calibration_.until
+    if until is None:
+        return
+    known = _known(f, w.panel)[w.series]
+    overlap = (known >= 0) & (w.panel.times[w.origins] < until[np.maximum(known, 0)])
+    if not overlap.any():
+        return
+    i = int(np.flatnonzero(overlap)[0])
+    warnings.warn(
+        f"backtest: {int(overlap.sum())} of {len(w.origins)} windows (series "
+        f"{listing(dict.fromkeys(w.panel.ids[w.series[overlap]]))}) overlap the windows calibrate scored (e.g. "
+        f"{w.panel.ids[w.series[i]]!r} after cutoff {w.panel.stamp(w.panel.times[w.origins[i]])}, while its "
+        f"calibration ran to {w.panel.stamp(until[known[i]])}): there the intervals cover at least their level by "
+        "construction, so coverage-* is no estimate. Measure it on windows after the calibration ones",
+        UserWarning, stacklevel=4)
 
 
 def window_cutoffs(panel, windows: Windows, horizon: int, n_windows: int, step: int | None) -> np.ndarray:
@@ -139,7 +179,7 @@ def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.
                     what: str, consequence: str) -> None:
     """Warn when a window of a series known from fit scores targets at or before the end of that
     series' training data (its last observation in fit, the end of ``context_``, saved with it)."""
-    known = np.array([f.series_.get(sid, -1) for sid in panel.ids])[series]
+    known = _known(f, panel)[series]
     until = f.context_.times[f.context_.last_rows][np.maximum(known, 0)]
     lo, hi = windows.tgt_lo[origins], windows.tgt_hi[origins]
     seen = (known >= 0) & (hi > lo) & (panel.times[np.minimum(lo, len(panel.times) - 1)] <= until)
@@ -218,8 +258,8 @@ def _result(spec, w: ScoredWindows, times: np.ndarray, naive: np.ndarray, interv
                 levels, lo, hi = intervals
                 for i, level in enumerate(levels):
                     inside = matched & (lo[i] <= actual) & (actual <= hi[i])
-                    out[f"coverage-{level:g}"] = inside.sum(axis) / count
-                    out[f"width-{level:g}"] = np.where(matched, hi[i] - lo[i], 0.0).sum(axis) / count
+                    out[f"coverage-{level_name(level)}"] = inside.sum(axis) / count
+                    out[f"width-{level_name(level)}"] = np.where(matched, hi[i] - lo[i], 0.0).sum(axis) / count
             return out
 
     rows = {"cutoff": as_pandas(panel.times[np.repeat(origins, C)]), "target": np.tile(list(spec.target_cols), W),

@@ -19,7 +19,7 @@ from .backtest import BacktestResult, run_backtest, run_calibration
 from .cross_validation import run_cross_validation
 from .errors import NotFittedError, positive_int
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
-from .intervals import Calibration, bounds, parse_levels
+from .intervals import Calibration, Level, bounds, check_names, parse_levels
 from .options import split_options
 from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_backtest, plot_forecast, plot_learning_curve
@@ -211,7 +211,7 @@ class Forecaster:
                 UserWarning, stacklevel=3)
 
     # --- forecasting --------------------------------------------------------------------
-    def predict(self, df: pd.DataFrame | None = None, level=None) -> pd.DataFrame:
+    def predict(self, df: pd.DataFrame | None = None, level: Level | None = None) -> pd.DataFrame:
         """The next ``horizon`` nominal steps after each series' last observation, in the input's format.
 
         ``df=None`` continues the training series; a frame conditions on its history instead (new
@@ -220,9 +220,10 @@ class Forecaster:
         intervals as columns ``<target>-lo-<level>`` and ``<target>-hi-<level>``.
         """
         self._check_fitted("predict")
-        levels = None if level is None else parse_levels(level)
-        quantiles = None if levels is None else self._calibration("predict with level").quantiles(
-            levels, self.spec_.target_cols)
+        spec, levels, quantiles = self.spec_, None if level is None else parse_levels(level), None
+        if levels is not None:
+            quantiles = self._calibration("predict with level").quantiles(levels, spec.target_cols)
+            check_names(spec.target_cols, levels, [*spec.target_cols, spec.id_col, spec.time_col or spec.index_name])
         panel = self.context_ if df is None else self._read(df, "predict data")
         windows = self._windows(panel, self.freq_)
         scaler = self._scaler_for(panel)
@@ -291,7 +292,8 @@ class Forecaster:
                 out.append(model(*part).cpu().numpy())
         return np.concatenate(out)
 
-    def backtest(self, df: pd.DataFrame, n_windows: int = 1, step: int | None = None, level=None) -> BacktestResult:
+    def backtest(self, df: pd.DataFrame, n_windows: int = 1, step: int | None = None,
+                 level: Level | None = None) -> BacktestResult:
         """Rolling-origin evaluation without training: forecasts from the last ``n_windows`` cutoffs,
         ``step`` nominal steps apart (default ``horizon``), scored against what ``df`` observed after
         each cutoff. Windows whose targets fit trained on are in-sample (a warning says so): for honest

@@ -4,10 +4,11 @@
 matched error as a score ``|forecast - actual| / std`` (the series' scale, so series of different
 sizes pool). For a level ``L`` %, horizon slot ``k`` and target ``c`` with ``n`` scores, the interval
 half-width is the ``ceil((n + 1) L / 100)``-th smallest score times the series' std: the
-finite-sample conformal quantile, as in statsforecast's and neuralforecast's ``level=``. It covers a
-new error with probability at least ``L`` % when errors are exchangeable with the calibration ones.
-Time series bend that assumption (drift, regime changes, overlapping windows), so the coverage is a
-target, not a guarantee: ``backtest(df, level=...)`` on later data measures it.
+finite-sample conformal quantile (column names and order follow statsforecast's ``level=``). It
+covers a new error with probability at least ``L`` % when errors are exchangeable with the
+calibration ones. Time series bend that assumption (drift, regime changes, overlapping windows), so
+the coverage is a target, not a guarantee: ``backtest(df, level=...)`` on later windows measures it
+(on the calibration windows themselves it is at least ``L`` by construction, which a warning says).
 
 Errors grow with the horizon, so each slot has its own quantile; pooling over series and windows
 rather than over slots keeps them apart. A level needs ``n >= L / (100 - L)`` scores per slot (19
@@ -18,16 +19,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence, Union
 
 import numpy as np
+
+Level = Union[float, Sequence[float]]
 
 
 @dataclass
 class Calibration:
     """Calibration scores (W, H, C): ``|forecast - actual| / std`` of each window, horizon slot and
-    target, NaN where nothing was observed. ``windows`` counts the windows they came from."""
+    target, NaN where nothing was observed. ``windows`` counts the windows they came from.
+    ``until`` (one per series of the forecaster's context, native times, or None): the end of the
+    last calibrated horizon of each series, the lowest time for a series not calibrated; a
+    backtest window starting before it overlaps the calibration."""
 
     scores: np.ndarray
+    until: np.ndarray | None = None
 
     @property
     def windows(self) -> int:
@@ -37,7 +45,7 @@ class Calibration:
         """(H, C) matched points per horizon slot and target."""
         return (~np.isnan(self.scores)).sum(0)
 
-    def quantiles(self, levels: list[float], target_names) -> np.ndarray:
+    def quantiles(self, levels: list[float], target_names: Sequence[str]) -> np.ndarray:
         """(L, H, C) conformal quantiles of the scores for each level (percent)."""
         n = self.points()
         ordered = np.sort(self.scores, axis=0)  # NaN last
@@ -47,10 +55,10 @@ class Calibration:
             if (n < need).any():
                 k, c = np.unravel_index(int(np.argmin(n)), n.shape)
                 raise ValueError(
-                    f"level {level:g} needs at least {need} calibration points per horizon step and target, but "
-                    f"the calibration has {int(n[k, c])} for {target_names[c]!r} at step {k + 1} (the fewest; "
-                    f"{self.windows} windows): calibrate on more windows (n_windows, or a smaller step) or more "
-                    f"series, or ask for a lower level")
+                    f"level {level_name(level)} needs at least {need} calibration points per horizon step and "
+                    f"target, but the calibration has {int(n[k, c])} for {target_names[c]!r} at step {k + 1} "
+                    f"(the fewest; {self.windows} windows): calibrate on more windows (n_windows, or a smaller "
+                    f"step) or more series, or ask for a lower level")
             rank = np.ceil(level * (n + 1) / 100 - 1e-9).astype(int)  # 1-based, at most n
             out[i] = np.take_along_axis(ordered, (rank - 1)[None], axis=0)[0]
         return out
@@ -61,9 +69,9 @@ def min_points(level: float) -> int:
     return max(1, math.ceil(level / (100 - level) - 1e-9))
 
 
-def parse_levels(level) -> list[float]:
+def parse_levels(level: Level) -> list[float]:
     """``level`` (a number or a list of numbers, in percent) as sorted unique floats in [1, 100)."""
-    items = level if isinstance(level, (list, tuple, np.ndarray)) else [level]
+    items = list(level) if np.ndim(level) else [level.item() if isinstance(level, np.ndarray) else level]
     if not len(items):
         raise ValueError("level is empty: give coverage levels in percent, e.g. level=[80, 95]")
     out = []
@@ -85,8 +93,25 @@ def interval_columns(column: str, intervals: tuple | None, c: int) -> dict[str, 
     if intervals is None:
         return {}
     levels, lo, hi = intervals
-    out = {f"{column}-lo-{levels[i]:g}": lo[i, ..., c].reshape(-1) for i in reversed(range(len(levels)))}
-    return {**out, **{f"{column}-hi-{level:g}": hi[i, ..., c].reshape(-1) for i, level in enumerate(levels)}}
+    out = {f"{column}-lo-{level_name(levels[i])}": lo[i, ..., c].reshape(-1) for i in reversed(range(len(levels)))}
+    return {**out, **{f"{column}-hi-{level_name(lv)}": hi[i, ..., c].reshape(-1) for i, lv in enumerate(levels)}}
+
+
+def level_name(level: float) -> str:
+    """A level as written in column names: ``80``, ``97.5``; distinct levels get distinct names."""
+    return np.format_float_positional(level, trim="-")
+
+
+def check_names(forecast_columns: Sequence[str], levels: list[float], taken: Sequence[str]) -> None:
+    """Refuse interval columns that would overwrite another output column (e.g. a target named
+    ``y-lo-80`` beside a target ``y``)."""
+    for column in forecast_columns:
+        for side in ("lo", "hi"):
+            for level in levels:
+                name = f"{column}-{side}-{level_name(level)}"
+                if name in taken:
+                    raise ValueError(f"the {level_name(level)} % interval of {column!r} would be written to column "
+                                     f"{name!r}, which the output already has: rename that column before fit")
 
 
 def bounds(forecast: np.ndarray, std: np.ndarray, quantiles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -128,7 +128,10 @@ def _write(f, text: str, directory: Path) -> None:
     ctx = f.context_
     (directory / CONFIG).write_text(text)
     torch.save(f.model_.state_dict(), directory / WEIGHTS)
-    calibration = {} if f.calibration_ is None else {"calibration": f.calibration_.scores}
+    calibration = {}
+    if f.calibration_ is not None:
+        calibration = {"calibration": f.calibration_.scores,
+                       **({} if f.calibration_.until is None else {"calibration_until": f.calibration_.until})}
     np.savez(directory / ARRAYS, mean=f.scaler_.mean, std=f.scaler_.std,
              bounds=ctx.bounds, times=ctx.times, values=ctx.values, **calibration)
 
@@ -195,9 +198,11 @@ def load_forecaster(cls, path: Path):
         time = config["time"]
         context = Panel(np.array(config["ids"], dtype=object), arrays["bounds"], arrays["times"],
                         arrays["values"], time["kind"], time["tz"], time["dtype"])
-        scores = arrays["calibration"] if "calibration" in arrays.files else None  # absent: never calibrated
+        calibration = None  # absent: never calibrated
+        if "calibration" in arrays.files:
+            calibration = Calibration(arrays["calibration"], arrays.get("calibration_until"))
     f._set_fitted(model.eval(), FrameSpec.from_dict(config["spec"]), config["freq"], scaler, context)
-    f.calibration_ = None if scores is None else Calibration(scores)
+    f.calibration_ = calibration
     f.fit_metrics_ = {k: math.nan if v is None else v for k, v in config.get("fit_metrics", {}).items()}
     f.learning_curve_ = learning_curve_frame(config.get("learning_curve", []))  # [] in older saves
     return f

@@ -178,6 +178,7 @@ def test_calibrating_on_training_data_warns_that_the_intervals_would_be_too_narr
 def test_save_and_load_keep_the_calibration(calibrated, data, tmp_path):
     loaded = Forecaster.load(calibrated.save(tmp_path / "calibrated"))
     np.testing.assert_array_equal(loaded.calibration_.scores, calibrated.calibration_.scores)
+    np.testing.assert_array_equal(loaded.calibration_.until, calibrated.calibration_.until)  # the overlap warning's
     pd.testing.assert_frame_equal(loaded.predict(data, level=[80, 90]), calibrated.predict(data, level=[80, 90]))
     plain = Forecaster(**TINY).fit(before_held_out(data), target_cols=TARGETS)
     assert Forecaster.load(plain.save(tmp_path / "plain")).calibration_ is None

@@ -655,3 +655,20 @@ def test_a_divergence_after_a_validated_epoch_keeps_that_epoch_and_saves_strict_
     loaded = Forecaster.load(tmp_path / "m")
     assert np.isnan(loaded.fit_metrics_["last_train_loss"]) and loaded.fit_metrics_["best_epoch"] == 1
     pd.testing.assert_frame_equal(loaded.learning_curve_, f.learning_curve_)
+
+
+def test_warnings_point_at_the_users_line_from_every_entry_point(data):
+    shuffled = data.sample(frac=1.0, random_state=0)  # unsorted rows: a warning from deep in the frame reader
+    blind = dict(attention="softmax", pos_encoding="learned")  # irregular data: the blind-positions warning
+    f = Forecaster(**TINY, **blind)
+    calls = {"fit": lambda: f.fit(shuffled, target_cols=TARGETS),
+             "predict": lambda: f.predict(shuffled),
+             "backtest": lambda: f.backtest(shuffled, n_windows=2),
+             "cross_validation": lambda: Forecaster(**TINY, **blind).cross_validation(shuffled, target_cols=TARGETS)}
+    for name, call in calls.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        ours = [w for w in caught if any(s in str(w.message) for s in ("sort the frame", "irregular", "in-sample"))]
+        assert len(ours) >= 2, (name, [str(w.message)[:60] for w in caught])
+        assert all(w.filename == __file__ for w in ours), (name, [(w.filename, str(w.message)[:40]) for w in ours])

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import listing, positive_int
+from .errors import listing, positive_int, user_stacklevel
 from .frames import id_column
 from .intervals import Calibration, Level, bounds, check_names, interval_columns, level_name, parse_levels
 from .native_times import native_to_pandas
@@ -125,7 +125,7 @@ def _warn_calibration_overlap(f, w: ScoredWindows) -> None:
         f"{w.panel.ids[w.series[i]]!r} after cutoff {w.panel.stamp(w.panel.times[w.origins[i]])}, while its "
         f"calibration ran to {w.panel.stamp(until[known[i]])}): there the intervals cover at least their level by "
         "construction, so coverage-* is no estimate. Measure it on windows after the calibration ones",
-        UserWarning, stacklevel=4)
+        UserWarning, stacklevel=user_stacklevel())
 
 
 def window_cutoffs(panel, windows: Windows, horizon: int, n_windows: int, step: int | None) -> np.ndarray:
@@ -195,7 +195,8 @@ def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.
         "if fit had no val_size, these series' scalers were fitted on those values "
         "too. For honest scores, fit on the data up to the first cutoff, e.g. without the last "
         "horizon + (n_windows - 1) * step = "
-        f"{held_out:g} nominal steps of each series, then {what} on the full frame", UserWarning, stacklevel=5)
+        f"{held_out:g} nominal steps of each series, then {what} on the full frame",
+        UserWarning, stacklevel=user_stacklevel())
 
 
 def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

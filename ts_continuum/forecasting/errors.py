@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import sys
+from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+
+PACKAGE = str(Path(__file__).resolve().parents[1])  # ts_continuum/
 
 
 class NotFittedError(ValueError):
@@ -14,6 +18,15 @@ class NotFittedError(ValueError):
 
 class TrainingDivergedError(RuntimeError):
     """``fit`` ended with weights that are not finite, which would forecast only NaN."""
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the first caller outside ts_continuum (the
+    user's line), however deep inside the package it is raised; call it in the ``warnings.warn`` call."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def did_you_mean(name: str, options: Iterable[str]) -> str:

@@ -17,7 +17,7 @@ from ..training import ForecastingModule
 from ..training.learning_curve import learning_curve_frame
 from .backtest import BacktestResult, run_backtest, run_calibration
 from .cross_validation import run_cross_validation
-from .errors import NotFittedError, positive_int
+from .errors import NotFittedError, positive_int, user_stacklevel
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
 from .intervals import Calibration, Level, bounds, check_names, parse_levels
 from .options import split_options
@@ -208,7 +208,7 @@ class Forecaster:
                 f"the data is irregular ({reason}), but softmax attention with pos_encoding={self.pos_encoding!r} "
                 "indexes tokens by position and cannot see the time between them: it treats the observations as "
                 "evenly spaced. Use attention='continuous' or pos_encoding='rope' (real timestamps)",
-                UserWarning, stacklevel=3)
+                UserWarning, stacklevel=user_stacklevel())
 
     # --- forecasting --------------------------------------------------------------------
     def predict(self, df: pd.DataFrame | None = None, level: Level | None = None) -> pd.DataFrame:

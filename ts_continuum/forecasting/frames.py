@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .errors import did_you_mean, listing
+from .errors import did_you_mean, listing, user_stacklevel
 from .intervals import interval_columns
 from .native_times import native_to_pandas, parse_times
 
@@ -287,7 +287,7 @@ def _time_order(codes: np.ndarray, times: np.ndarray, ids: np.ndarray, what: str
                          + fix())
     if len(unsorted):
         warnings.warn(f"{what}: timestamps of series {listing(unsorted)} are not in increasing order; sorting them "
-                      "(sort the frame by id and time to silence this)", UserWarning, stacklevel=4)
+                      "(sort the frame by id and time to silence this)", UserWarning, stacklevel=user_stacklevel())
     return order
 
 
@@ -322,4 +322,4 @@ def warn_constant_targets(panel: Panel, spec: FrameSpec) -> None:
             fix = (f"if it identifies the series, pass id_col={name!r} (long format)" if spec.kind == "wide" else
                    "if it is not a variable to forecast, leave it out with target_cols=[...]")
             warnings.warn(f"target column {name!r} is constant ({seen[0]:g}) in the training data, so there is "
-                          f"nothing to learn from it; {fix}", UserWarning, stacklevel=3)
+                          f"nothing to learn from it; {fix}", UserWarning, stacklevel=user_stacklevel())

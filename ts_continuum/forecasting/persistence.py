@@ -29,6 +29,7 @@ import torch
 
 import ts_continuum
 
+from .errors import user_stacklevel
 from .frames import FrameSpec, Panel
 from .intervals import Calibration
 from .scaling import Scaler
@@ -158,7 +159,7 @@ def save_forecaster(f, path: Path, overwrite: bool) -> Path:
     text, dropped = _config(f)
     if dropped:
         warnings.warn(f"not saved (not JSON-serialisable or not finite): {', '.join(dropped)}; pass them again to "
-                      "Forecaster.load's result if you train it further", UserWarning, stacklevel=3)
+                      "Forecaster.load's result if you train it further", UserWarning, stacklevel=user_stacklevel())
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_name(f".{target.name}.saving-{uuid.uuid4().hex[:8]}")
     staging.mkdir()

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from .errors import user_stacklevel
 from .frames import Panel
 from .native_times import native_to_pandas
 
@@ -111,7 +112,7 @@ def check_calendar(panel: Panel, explicit_freq: bool, time_ref: str) -> None:
                f"{number.format(t=time_ref)}, then map forecast numbers n back to dates with "
                f"pd.to_datetime(pd.DataFrame({{{back}, 'day': 1}}))")
         if explicit_freq:
-            warnings.warn(f"{problem}; to avoid it, {fix}", UserWarning, stacklevel=3)
+            warnings.warn(f"{problem}; to avoid it, {fix}", UserWarning, stacklevel=user_stacklevel())
             return
         raise ValueError(f"{problem}. To forecast by {one}, {fix}")
 
@@ -139,7 +140,7 @@ def infer_freq(panel: Panel) -> float | int:
         warnings.warn(
             f"series differ in their typical spacing ({int(off.sum())} of {len(per_series)} series are more than "
             f"25% away from the median); using {describe(step, panel.time_kind)} as the nominal step. Pass freq=... "
-            "to choose it", UserWarning, stacklevel=3)
+            "to choose it", UserWarning, stacklevel=user_stacklevel())
     ratios, counts = np.unique(np.round(diffs / step, 6), return_counts=True)  # rounded: float times are noisy
     common = ratios[counts >= COMMON * len(diffs)]
     if len(common) and common[0] <= 2 / 3:
@@ -149,7 +150,8 @@ def infer_freq(panel: Panel) -> float | int:
             f"{counts[ratios == common[0]][0] / len(diffs):.0%} of the spacings are "
             f"{describe(smaller, panel.time_kind)}: if rows are missing from data sampled every "
             f"{describe(smaller, panel.time_kind)}, horizon and lookback count steps of "
-            f"{describe(step, panel.time_kind)} instead. Pass freq=... to choose the step", UserWarning, stacklevel=3)
+            f"{describe(step, panel.time_kind)} instead. Pass freq=... to choose the step",
+            UserWarning, stacklevel=user_stacklevel())
     return int(round(step)) if panel.time_kind == "datetime" else step
 
 

@@ -33,6 +33,31 @@ def test_one_fit_before_the_first_window_is_the_manual_split_then_backtest():
     pd.testing.assert_frame_equal(result.overall, expected.overall)
 
 
+def test_val_size_is_held_out_inside_the_data_before_the_first_window():
+    df = long_frame(drop=0.2)
+    result = Forecaster(**TINY).cross_validation(df, n_windows=N, step=STEP, target_cols=TARGETS, val_size=H)
+    manual = Forecaster(**TINY).fit(up_to(df, H + (N - 1) * STEP), target_cols=TARGETS, val_size=H)
+    pd.testing.assert_frame_equal(result.forecasts, manual.backtest(df, n_windows=N, step=STEP).forecasts)
+
+
+def test_every_fold_uses_the_nominal_step_of_the_whole_frame():
+    # 2-hourly for 60 hours, then hourly: the whole frame's median spacing is an hour, the data before
+    # the first cutoff alone would give two hours
+    parts = []
+    for sid in ("a", "b"):
+        hours = np.r_[np.arange(0, 60, 2), np.arange(60, 100)]
+        parts.append(pd.DataFrame({"unique_id": sid, "ds": pd.Timestamp("2024-01-01") + pd.to_timedelta(hours, "h"),
+                                   "y": np.sin(hours / 4.0) + (sid == "b")}))
+    df = pd.concat(parts, ignore_index=True)
+    held_out = H + 2 * 12
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the spacing warnings are not what is tested
+        assert Forecaster(**TINY).fit(up_to(df, held_out)).freq_ == 2 * 3600 * 10**9
+        result = Forecaster(**TINY).cross_validation(df, n_windows=3, step=12)
+        manual = Forecaster(**TINY, freq="h").fit(up_to(df, held_out)).backtest(df, n_windows=3, step=12)
+    pd.testing.assert_frame_equal(result.forecasts, manual.forecasts)
+
+
 def test_refit_fits_a_model_per_window_on_the_data_up_to_its_cutoff():
     df = long_frame()
     result = Forecaster(**TINY).cross_validation(df, n_windows=N, step=STEP, refit=True, target_cols=TARGETS)
@@ -80,6 +105,10 @@ def test_errors_name_the_windows_and_the_fix():
                                          r"\+ \(n_windows - 1\) \* step = 30 nominal steps .* series 'b' keeps 30 "
                                          r"steps there .*fewer than lookback 24 \+ horizon 6 \+ val_size 6 = 36"):
         f.cross_validation(df, n_windows=3, step=12, target_cols=TARGETS, val_size=6)
+    gappy = df[~((df["unique_id"] == "b") & df.groupby("unique_id").cumcount().between(26, 29))]
+    with pytest.raises(ValueError, match=r"cross_validation trains .* series 'b' keeps 26 steps there .*lookback 24 "
+                                         r"\+ horizon 6 = 30 needed"):  # its last rows before the cutoff are missing
+        f.cross_validation(gappy, n_windows=3, step=12, target_cols=TARGETS)
     with pytest.raises(ValueError, match="refit must be True"):
         f.cross_validation(df, refit="yes", target_cols=TARGETS)
     with pytest.raises(ValueError, match=r"val_size \(2\) must be at least horizon"):

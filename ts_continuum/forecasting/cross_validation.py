@@ -6,24 +6,32 @@ the first cutoff; this makes that split itself, so no window can score data its 
 ``refit=False`` fits once, on each series' data up to its first cutoff, and forecasts every window
 (neuralforecast's ``cross_validation(refit=False)``). ``refit=True`` fits again for every window, on
 the data up to that window's cutoff: the expanding-window evaluation, at ``n_windows`` times the cost.
+Cutoffs count back from each series' own last observation, as in ``backtest`` (and neuralforecast).
 Every fit uses a fresh forecaster with the same arguments and the nominal step of the whole frame;
-the forecaster it is called on is left as it was.
+the forecaster it is called on is left as it was. Callback and logger objects passed to it are the
+same objects in every fold, as in repeated ``fit`` calls: a recording callback sees every fold, and
+a stateful one that Lightning does not reset (a user's own ``EarlyStopping``) carries its state over.
 """
 
 from __future__ import annotations
+
+from dataclasses import fields
 
 import numpy as np
 import pandas as pd
 
 from .backtest import BacktestResult, ScoredWindows, backtest_result, score_windows, window_cutoffs
 from .timing import describe
-from .windows import EPS
+from .windows import EPS, Windows
 
 IN_SAMPLE = "their errors are in-sample and optimistic"  # cannot happen: each fit ends at its first cutoff
 
 
 def run_cross_validation(f, df: pd.DataFrame, n_windows: int, step: int | None, refit: bool, id_col: str | None,
-                         time_col: str | None, target_cols, val_size: int | None) -> BacktestResult:
+                         time_col: str | None, target_cols: str | list[str] | None,
+                         val_size: int | None) -> BacktestResult:
+    """``Forecaster.cross_validation``: fresh copies of ``f`` fitted up to the first cutoff (or each
+    window's, with ``refit``), scored on the ``backtest`` windows of ``df``."""
     if not isinstance(refit, (bool, np.bool_)):
         raise ValueError(f"refit must be True (a fit per window) or False (one fit before the first window), "
                          f"got {refit!r}")
@@ -41,31 +49,36 @@ def run_cross_validation(f, df: pd.DataFrame, n_windows: int, step: int | None, 
     return backtest_result(model, _merge(parts))
 
 
-def _check_training_span(f, panel, windows, cutoffs: np.ndarray, freq, val_size: int | None) -> None:
-    """Each series must leave enough history before its first cutoff to train on: said in terms of
-    the windows, which is what the user chose, rather than as a too-short series."""
+def _check_training_span(f, panel, windows: Windows, cutoffs: np.ndarray, freq: float,
+                         val_size: int | None) -> None:
+    """Each series must keep enough history before its first cutoff to train on: said in terms of
+    the windows, which the user chose, rather than as a too-short series."""
     need = f.lookback + f.horizon + (val_size or 0)
-    kept = cutoffs[:, 0] + 1  # nominal steps from the first observation to the first cutoff
+    bounds = zip(panel.bounds[:-1], panel.bounds[1:])
+    last = np.array([b + np.searchsorted(windows.steps[b:e], c + EPS, side="right") - 1
+                     for (b, e), c in zip(bounds, cutoffs[:, 0])])
+    kept = windows.steps[last] + 1  # nominal steps from the first observation to the last one kept
     short = np.flatnonzero(kept < need - 0.5)
     if not len(short):
         return
-    held_out = float(windows.steps[panel.last_rows[short[0]]] - cutoffs[short[0], 0])
+    s = short[0]
+    held_out = float(windows.steps[panel.last_rows[s]] - cutoffs[s, 0])
     extra = f" + val_size {val_size}" if val_size else ""
     raise ValueError(
         f"cross_validation trains on each series up to its first cutoff, horizon + (n_windows - 1) * step = "
         f"{held_out:g} nominal steps of {describe(freq, panel.time_kind)} before its last observation; "
-        f"series {panel.ids[short[0]]!r} keeps {kept[short[0]]:g} steps there ({len(short)} series too short), "
+        f"series {panel.ids[s]!r} keeps {kept[s]:g} steps there ({len(short)} series too short), "
         f"fewer than lookback {f.lookback} + horizon {f.horizon}{extra} = {need} needed to train: use fewer "
-        "windows, a smaller step or a shorter lookback" + (" or val_size" if val_size else ""))
+        "windows, a smaller step or a shorter lookback" + (" or a smaller val_size" if val_size else ""))
 
 
 def _merge(parts: list[ScoredWindows]) -> ScoredWindows:
-    """One set of windows, ordered by series and origin; an origin scored by two folds (two cutoffs in
-    one gap of an irregular series, so the same training data) is kept once."""
+    """One set of windows, ordered by series and origin. Two cutoffs in one gap of an irregular series
+    share an origin: the earlier fold's forecast is kept (both are honest; the later fold trained on
+    more of the other series)."""
     if len(parts) == 1:
         return parts[0]
-    fields = ("origins", "series", "predicted", "std", "actual", "matched")
-    joined = {name: np.concatenate([getattr(p, name) for p in parts]) for name in fields}
-    _, first = np.unique(np.stack([joined["series"], joined["origins"]]), axis=1, return_index=True)
-    order = first[np.lexsort((joined["origins"][first], joined["series"][first]))]
-    return ScoredWindows(parts[0].panel, **{name: value[order] for name, value in joined.items()})
+    names = [field.name for field in fields(ScoredWindows) if field.name != "panel"]
+    joined = {name: np.concatenate([getattr(p, name) for p in parts]) for name in names}
+    _, first = np.unique(np.stack([joined["series"], joined["origins"]]), axis=1, return_index=True)  # sorted
+    return ScoredWindows(parts[0].panel, **{name: value[first] for name, value in joined.items()})

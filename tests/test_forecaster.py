@@ -7,6 +7,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import lightning as L
 import numpy as np
 import pandas as pd
 import pytest
@@ -672,3 +673,27 @@ def test_warnings_point_at_the_users_line_from_every_entry_point(data):
         ours = [w for w in caught if any(s in str(w.message) for s in ("sort the frame", "irregular", "in-sample"))]
         assert len(ours) >= 2, (name, [str(w.message)[:60] for w in caught])
         assert all(w.filename == __file__ for w in ours), (name, [(w.filename, str(w.message)[:40]) for w in ours])
+
+
+def test_fit_leaves_out_lightnings_info_banner_but_restores_its_level():
+    import logging
+
+    class Record(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.DEBUG)
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+
+    lightning_logger, record = logging.getLogger("lightning.pytorch"), Record()
+    lightning_logger.addHandler(record)
+    try:
+        level = lightning_logger.level
+        Forecaster(**TINY).fit(long_frame(), target_cols=TARGETS)
+        assert lightning_logger.level == level  # restored: the CLI and the user's own Trainers still say it
+        L.Trainer(max_epochs=1, logger=False, enable_checkpointing=False)
+    finally:
+        lightning_logger.removeHandler(record)
+    banner = [m for m in record.messages if "GPU available" in m]
+    assert len(banner) == 1  # the plain Trainer's, none from fit

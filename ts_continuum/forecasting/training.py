@@ -9,6 +9,8 @@ are those of the weights kept: with validation, the best epoch's, not the last o
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import tempfile
 import warnings
@@ -78,6 +80,21 @@ def check_finite_weights(module: L.LightningModule, curve: list[dict[str, float]
         "(gradient_clip_val=1.0) or look for extreme values in the data.")
 
 
+@contextlib.contextmanager
+def quiet_lightning():
+    """Lightning's INFO lines on every fit (accelerators found, a tip, why fit stopped) are noise in a
+    library call, the more so once per cross-validation fold; its warnings and the progress bar stay."""
+    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(max(logging.WARNING, logger.level))
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
 def run_fit(module: L.LightningModule, trainer_kwargs: dict, train: DataLoader, val: DataLoader | None,
             patience: int) -> tuple[dict[str, float], list[dict[str, float]]]:
     """Fit ``module``; returns ``fit_metrics`` (floats; epoch counts as ints) and the learning curve's rows."""
@@ -89,7 +106,7 @@ def run_fit(module: L.LightningModule, trainer_kwargs: dict, train: DataLoader, 
     if val is not None:
         best = BestWeights()
         callbacks += [EarlyStopping(monitor=MONITOR, patience=patience, mode="min"), best]
-    with tempfile.TemporaryDirectory(prefix="ts-continuum-") as tmp, warnings.catch_warnings():
+    with tempfile.TemporaryDirectory(prefix="ts-continuum-") as tmp, warnings.catch_warnings(), quiet_lightning():
         # batches are built whole in the main process: worker processes would only add overhead
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=".*validation_step.* but have no .val_dataloader.*")

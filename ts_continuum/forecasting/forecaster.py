@@ -6,7 +6,6 @@ import contextlib
 import warnings
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 import pandas as pd
 import torch
@@ -20,13 +19,13 @@ from .cross_validation import run_cross_validation
 from .errors import NotFittedError, positive_int, user_stacklevel
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
 from .intervals import Calibration, Level, bounds, check_names, parse_levels
-from .options import split_options
+from .options import check_backend, split_options
 from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_backtest, plot_forecast, plot_learning_curve
 from .scaling import Scaler
 from .timing import (check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq,
                      spacing_hint)
-from .training import check_finite_weights, run_fit
+from .training import check_finite_weights, run_fit, seeded
 from .windows import EPS, Windows, window_loader
 
 MODEL_ARGS = {"n_channels", "lookback", "horizon", "attention", "pos_encoding"}
@@ -65,7 +64,7 @@ class Forecaster:
             inputs dropped at random it beat both attentions (``benchmarks/results/RESULTS.md``).
         batch_size: training windows per step.
         early_stopping_patience: epochs without a better ``val_mse`` before stopping (with ``val_size``).
-        seed: seeds weights and shuffling.
+        seed: seeds weights, shuffling and dropout (the caller's global generators are restored after fit).
         **kwargs: model arguments (d_model, n_layers, dropout, attention_backend, ...), training
             arguments (lr, loss, lr_schedule, weight_decay) and Lightning Trainer arguments
             (max_epochs, accelerator, enable_progress_bar, ...); unknown names are a ValueError.
@@ -95,7 +94,8 @@ class Forecaster:
                               **({"interpolate_inputs": True} if self.interpolate_inputs else {}),
                               batch_size=self.batch_size,
                               early_stopping_patience=self.early_stopping_patience, seed=self.seed, **kwargs)
-        ForecastingModule(self._build_model(1), **self.options.module)  # bad model/training arguments fail now
+        with torch.random.fork_rng(devices=[]):  # the throwaway weights leave the caller's generator alone
+            ForecastingModule(self._build_model(1), **self.options.module)  # bad arguments fail now
         self.model_: torch.nn.Module | None = None
 
     def __repr__(self) -> str:
@@ -137,6 +137,7 @@ class Forecaster:
         return spec, panel, freq
 
     def _fit_panel(self, spec: FrameSpec, panel: Panel, freq, val_size: int | None) -> "Forecaster":
+        check_backend(self.options)  # here, not in __init__: a model trained on a GPU still loads on a CPU
         windows = self._windows(panel, freq)
         span = windows.steps[panel.last_rows]  # steps from each series' first to last observation
         self._check_span(panel, span, freq, val_size or 0)
@@ -162,11 +163,12 @@ class Forecaster:
                                  "use a larger val_size or None")
             val_loader = window_loader(windows, values, val_origins, self.batch_size, shuffle=False)
 
-        L.seed_everything(self.seed, verbose=False)
-        model = self._build_model(len(spec.target_cols))
-        module = ForecastingModule(model, **self.options.module)
-        train_loader = window_loader(train_windows, train_values, origins, self.batch_size, True, self.seed)
-        metrics, curve = run_fit(module, self.options.trainer, train_loader, val_loader, self.early_stopping_patience)
+        with seeded(self.seed):
+            model = self._build_model(len(spec.target_cols))
+            module = ForecastingModule(model, **self.options.module)
+            train_loader = window_loader(train_windows, train_values, origins, self.batch_size, True, self.seed)
+            metrics, curve = run_fit(module, self.options.trainer, train_loader, val_loader,
+                                     self.early_stopping_patience)
         check_finite_weights(module, curve)
         self.fit_metrics_, self.learning_curve_ = metrics, learning_curve_frame(curve)
         last = windows.in_lo[panel.last_rows][panel.codes]  # the input window behind predict()
@@ -284,12 +286,15 @@ class Forecaster:
     def _forecast(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
         """One no-grad pass (in chunks) in eval mode with eager attention: scaled (W, H, C)."""
         model = self.model_.eval()
-        device = next(model.parameters()).device
+        weight = next(model.parameters())
+        # the windows are float32; a model trained at another precision (precision="64-true") got its
+        # inputs cast by Lightning during training, so they are cast alike here
+        cast = {"x": weight.dtype, "x_mask": torch.bool, "x_time": weight.dtype}
         out = []
         with torch.no_grad(), eager_attention(model):
             for i in range(0, len(batch["x"]), PREDICT_CHUNK):
-                part = [batch[k][i : i + PREDICT_CHUNK].to(device) for k in ("x", "x_mask", "x_time")]
-                out.append(model(*part).cpu().numpy())
+                part = [batch[k][i : i + PREDICT_CHUNK].to(weight.device, cast[k]) for k in cast]
+                out.append(model(*part).float().cpu().numpy())
         return np.concatenate(out)
 
     def backtest(self, df: pd.DataFrame, n_windows: int = 1, step: int | None = None,
@@ -332,12 +337,12 @@ class Forecaster:
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write config, weights, scalers and column metadata to the directory ``path``."""
         self._check_fitted("save")
-        return save_forecaster(self, Path(path), overwrite)
+        return save_forecaster(self, Path(path).expanduser(), overwrite)
 
     @classmethod
     def load(cls, path: str | Path) -> "Forecaster":
         """A forecaster saved by ``save``; it predicts exactly as the saved one did."""
-        return load_forecaster(cls, Path(path))
+        return load_forecaster(cls, Path(path).expanduser())
 
     def plot(self, history: pd.DataFrame, forecast: pd.DataFrame, id=None, history_steps: int | None = None):
         """A matplotlib Figure of one series' history and ``predict()``'s forecast (one panel per target)."""

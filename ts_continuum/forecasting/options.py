@@ -12,7 +12,9 @@ import inspect
 from dataclasses import dataclass, field
 
 import lightning as L
+import torch
 
+from ..attention.backends import triton_available
 from ..training import ForecastingModule
 from .errors import did_you_mean
 
@@ -63,3 +65,16 @@ def split_options(model_cls: type, kwargs: dict, explicit: set[str]) -> Options:
             )
         getattr(options, group)[name] = value
     return options
+
+
+def check_backend(options: Options) -> None:
+    """``attention_backend="triton"`` where training would run on the CPU fails deep inside Lightning;
+    refuse it before training starts. An Accelerator object is left to Lightning."""
+    accelerator = options.trainer.get("accelerator", "auto")
+    if options.model.get("attention_backend") != "triton" or not isinstance(accelerator, str):
+        return
+    on_gpu = accelerator.lower() in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    ok, why = triton_available(torch.device("cuda" if on_gpu else "cpu"))
+    if not ok:
+        raise ValueError(f"attention_backend='triton' cannot train with accelerator={accelerator!r} here: {why} "
+                         "(attention_backend='auto' picks the kernel wherever it can run)")

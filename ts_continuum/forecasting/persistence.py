@@ -193,7 +193,10 @@ def load_forecaster(cls, path: Path):
         raise ValueError(f"{path} is an incomplete saved Forecaster: {', '.join(missing)} missing")
     f = cls(**config["forecaster"])
     model = f.model_cls(**config["model_config"])
-    model.load_state_dict(torch.load(path / WEIGHTS, map_location="cpu", weights_only=True))
+    state = torch.load(path / WEIGHTS, map_location="cpu", weights_only=True)
+    model.load_state_dict(state)
+    # a model trained at another precision (precision="64-true") predicts at it, as before saving
+    model.to(next(v.dtype for v in state.values() if v.is_floating_point()))
     with np.load(path / ARRAYS) as arrays:
         scaler = Scaler(arrays["mean"], arrays["std"])
         time = config["time"]

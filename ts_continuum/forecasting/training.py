@@ -12,10 +12,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
+import random
 import tempfile
 import warnings
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch.utils.data import DataLoader
@@ -78,6 +81,27 @@ def check_finite_weights(module: L.LightningModule, curve: list[dict[str, float]
         f"training diverged{where}: the weights are not finite, so the model would forecast only NaN and "
         f"is not kept. Lower the learning rate (lr={module.hparams.lr:g}), clip gradients "
         "(gradient_clip_val=1.0) or look for extreme values in the data.")
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Seed Python, NumPy and torch for one fit (weights, shuffling, dropout), then give the caller's
+    generators back: a loop that draws random numbers between fits (bootstrap samples, noise) must
+    not get the same draws after every fit."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    seed_variable = os.environ.get("PL_GLOBAL_SEED")
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    try:
+        with torch.random.fork_rng(devices=cuda):
+            L.seed_everything(seed, verbose=False)
+            yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+        if seed_variable is None:
+            os.environ.pop("PL_GLOBAL_SEED", None)
+        else:
+            os.environ["PL_GLOBAL_SEED"] = seed_variable
 
 
 @contextlib.contextmanager

@@ -1,0 +1,85 @@
+"""What a Forecaster must leave alone or honour in the user's session: global random generators,
+the home directory in paths, the training precision, and a backend that cannot run here."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from forecaster_data import TINY, long_frame
+
+from ts_continuum import Forecaster
+
+TARGETS = ["y", "z"]
+
+
+def draws() -> tuple:
+    return tuple(np.random.rand(2)), random.random(), torch.rand(2).tolist()
+
+
+def test_fit_gives_back_the_callers_random_generators():
+    """A loop that draws between fits (bootstrap samples, noise) must not get the same draws after
+    every fit: fit seeds its own training, then restores Python's, NumPy's and torch's generators."""
+    data = long_frame()
+    seen = []
+    for seed in (1, 2):
+        np.random.seed(seed), random.seed(seed), torch.manual_seed(seed)
+        expected = draws()
+        np.random.seed(seed), random.seed(seed), torch.manual_seed(seed)
+        Forecaster(**TINY, seed=0).fit(data, target_cols=TARGETS)
+        assert draws() == expected, "fit moved or reseeded a global generator"
+        seen.append(expected)
+    assert seen[0] != seen[1]
+
+
+def test_fit_restores_lightnings_seed_variable(monkeypatch):
+    monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    Forecaster(**TINY).fit(long_frame(), target_cols=TARGETS)
+    assert "PL_GLOBAL_SEED" not in os.environ
+    monkeypatch.setenv("PL_GLOBAL_SEED", "7")
+    Forecaster(**TINY, seed=3).fit(long_frame(), target_cols=TARGETS)
+    assert os.environ["PL_GLOBAL_SEED"] == "7"
+
+
+def test_the_same_seed_still_trains_the_same_model_whatever_the_caller_drew():
+    data = long_frame()
+    torch.manual_seed(123), np.random.seed(123)
+    a = Forecaster(**TINY, seed=5).fit(data, target_cols=TARGETS).predict()
+    torch.rand(10), np.random.rand(10)
+    b = Forecaster(**TINY, seed=5).fit(data, target_cols=TARGETS).predict()
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_save_and_load_expand_the_home_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    fitted = Forecaster(**TINY).fit(long_frame(), target_cols=TARGETS)
+    path = fitted.save("~/models/tiny")
+    assert path == tmp_path / "home" / "models" / "tiny" and path.is_dir()
+    assert not (tmp_path / "~").exists()
+    pd.testing.assert_frame_equal(Forecaster.load("~/models/tiny").predict(), fitted.predict())
+
+
+def test_a_model_trained_in_double_precision_predicts_backtests_and_reloads_in_it(tmp_path):
+    data = long_frame()
+    fitted = Forecaster(**TINY, precision="64-true").fit(data, target_cols=TARGETS)
+    assert next(fitted.model_.parameters()).dtype == torch.float64
+    forecast = fitted.predict()
+    assert forecast[TARGETS].notna().all().all()
+    with pytest.warns(UserWarning, match="in-sample"):
+        assert fitted.backtest(data, n_windows=2).overall["n"].min() > 0
+    loaded = Forecaster.load(fitted.save(tmp_path / "double"))
+    assert next(loaded.model_.parameters()).dtype == torch.float64
+    pd.testing.assert_frame_equal(loaded.predict(), forecast)
+
+
+def test_the_triton_backend_on_the_cpu_is_refused_before_training(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # CI sets it; without it Triton needs CUDA
+    forecaster = Forecaster(**{**TINY, "attention_backend": "triton"}, accelerator="cpu")  # a GPU save loads
+    with pytest.raises(ValueError, match=r"attention_backend='triton' cannot train with accelerator='cpu'"):
+        forecaster.fit(long_frame(), target_cols=TARGETS)
+    assert forecaster.model_ is None

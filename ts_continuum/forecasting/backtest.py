@@ -30,7 +30,7 @@ from .errors import listing, positive_int, user_stacklevel
 from .frames import id_column
 from .intervals import Calibration, Level, bounds, check_names, interval_columns, level_name, parse_levels
 from .native_times import native_to_pandas
-from .timing import future_times
+from .timing import describe, future_times
 from .windows import EPS, Windows
 
 
@@ -156,10 +156,23 @@ def score_windows(f, panel, windows: Windows, cutoffs: np.ndarray, what: str, in
     held_out = float(windows.steps[panel.last_rows[0]] - cutoffs[0, 0])  # horizon + (n_windows - 1) * step
     _warn_in_sample(f, panel, windows, origins, series, held_out, what, in_sample)
 
+    f._warn_short_history(windows, origins, panel, series)
     f._check_history(windows, panel.values, origins, panel, series)  # counts observations: unscaled values do
     predicted, std = _forecasts(f, panel, windows, origins, series)
     actual, matched = windows.targets(panel.values, origins)
+    _warn_unscored(f, panel, matched, what)
     return ScoredWindows(panel, origins, series, predicted, std, actual, matched)
+
+
+def _warn_unscored(f, panel, matched: np.ndarray, what: str) -> None:
+    """Scores of n = 0 are NaN, easy to miss in a table: say which targets nothing scored, and why."""
+    none = [name for c, name in enumerate(f.spec_.target_cols) if not matched[:, :, c].any()]
+    if none:
+        warnings.warn(
+            f"{what}: no forecast of {', '.join(map(repr, none))} could be scored (n = 0, its scores are NaN): no "
+            f"forecast time cutoff + k * {describe(f.freq_, panel.time_kind)}, k = 1..{f.horizon}, has an observation "
+            "of it. Check that the data is spaced like the data the model was fitted on",
+            UserWarning, stacklevel=user_stacklevel())
 
 
 def backtest_result(f, w: ScoredWindows, intervals: tuple | None = None) -> BacktestResult:

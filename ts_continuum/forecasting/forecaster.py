@@ -24,7 +24,7 @@ from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_backtest, plot_forecast, plot_learning_curve
 from .scaling import Scaler
 from .timing import (check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq,
-                     spacing_hint)
+                     spacing_hint, warn_spacing_mismatch)
 from .training import check_finite_weights, run_fit, seeded
 from .windows import EPS, Windows, window_loader
 
@@ -231,6 +231,8 @@ class Forecaster:
         scaler = self._scaler_for(panel)
         values = scaler.transform(panel.values, panel.bounds)
         origins = panel.last_rows
+        if df is not None:  # the kept context is the last input window alone, cut from the full history
+            self._warn_short_history(windows, origins, panel, np.arange(panel.n_series))
         self._check_history(windows, values, origins, panel, np.arange(panel.n_series))
         scaled = self._forecast(windows.batch(values, origins, with_targets=False))
         times = future_times(panel.times[origins], self.freq_, self.horizon)
@@ -241,6 +243,7 @@ class Forecaster:
     def _read(self, df: pd.DataFrame, what: str) -> Panel:
         panel = read_panel(df, self.spec_, what)
         check_resolution(panel, self.freq_, self.lookback)
+        warn_spacing_mismatch(panel, self.freq_, self.lookback, what)
         self._warn_if_blind(panel, self.freq_)
         return panel
 
@@ -254,6 +257,26 @@ class Forecaster:
         old = known[:, None] >= 0
         return Scaler(np.where(old, self.scaler_.mean[known], own.mean),
                       np.where(old, self.scaler_.std[known], own.std))
+
+    def _warn_short_history(self, windows: Windows, origins: np.ndarray, panel: Panel, series: np.ndarray) -> None:
+        """A history shorter than ``lookback`` is legal (the rest of the input window counts as missing)
+        but usually forecasts worse, and passing only the rows since ``fit`` is an easy mistake."""
+        covered = windows.steps[origins] + 1  # nominal steps from the series' first observation to the origin
+        short = np.flatnonzero(covered < self.lookback - 0.5)
+        if not len(short):
+            return
+        w = short[0]
+        known = sorted({str(panel.ids[s]) for s in series[short] if panel.ids[s] in self.series_})
+        hint = ""
+        if known:
+            hint = (f"; predict(df) and backtest(df) condition on df only, not on the data fit saw, so include the "
+                    f"earlier rows of {', '.join(map(repr, known[:3]))}{' ...' if len(known) > 3 else ''}")
+        warnings.warn(
+            f"{len(short)} of {len(origins)} forecast origin(s) have less history than lookback ({self.lookback} "
+            f"nominal steps of {describe(self.freq_, panel.time_kind)}), e.g. series {panel.ids[series[w]]!r} spans "
+            f"{covered[w]:g} step(s) up to {panel.stamp(panel.times[origins[w]])}. The model treats the rest of its "
+            f"input window as missing, which usually forecasts worse: give each series its full history{hint}",
+            UserWarning, stacklevel=user_stacklevel())
 
     def _check_history(self, windows: Windows, values: np.ndarray, origins: np.ndarray, panel: Panel,
                        series: np.ndarray) -> None:

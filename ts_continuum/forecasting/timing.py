@@ -184,13 +184,33 @@ def describe(freq: float | int, time_kind: str) -> str:
     return str(pd.Timedelta(int(round(freq)), unit="ns")) if time_kind == "datetime" else f"{freq:g}"
 
 
+def far_spacing(panel: Panel, freq: float | int) -> float | None:
+    """The data's typical spacing when it differs from ``freq`` fourfold or more, else None."""
+    spacing = typical_spacing(panel)
+    return None if spacing is None or 0.25 < spacing / float(freq) < 4 else spacing
+
+
 def spacing_hint(panel: Panel, freq: float | int) -> str:
     """ "; the data's typical spacing ... is far from freq ..." when they differ fourfold or more, else ""."""
-    spacing = typical_spacing(panel)
-    if spacing is None or 0.25 < spacing / float(freq) < 4:
+    spacing = far_spacing(panel, freq)
+    if spacing is None:
         return ""
     return (f"; note that the data's typical spacing ({describe(spacing, panel.time_kind)}) is far from freq "
             f"({describe(freq, panel.time_kind)}): check freq=, or leave it None to infer the spacing")
+
+
+def warn_spacing_mismatch(panel: Panel, freq: float | int, lookback: int, what: str) -> None:
+    """Warn when data given to a fitted model is spaced fourfold or more away from the step it was
+    fitted on: its lookback then holds a few observations (or far too many), and no error says so."""
+    spacing = far_spacing(panel, freq)
+    if spacing is None:
+        return
+    warnings.warn(
+        f"{what} is typically spaced {describe(spacing, panel.time_kind)} apart, but the model was fitted with a "
+        f"nominal step of {describe(freq, panel.time_kind)}: its lookback of {lookback} steps sees about "
+        f"{lookback * float(freq) / spacing:.3g} observations per series and it forecasts steps of "
+        f"{describe(freq, panel.time_kind)}. Resample the data to the model's step, or fit a model on data spaced "
+        "like this", UserWarning, stacklevel=user_stacklevel())
 
 
 def to_steps(delta: np.ndarray, freq: float | int) -> np.ndarray:

@@ -30,7 +30,7 @@ from .errors import listing, positive_int, user_stacklevel
 from .frames import id_column
 from .intervals import Calibration, Level, bounds, check_names, interval_columns, level_name, parse_levels
 from .native_times import native_to_pandas
-from .timing import describe, future_times
+from .timing import describe, future_times, series_steps
 from .windows import EPS, Windows
 
 
@@ -40,7 +40,9 @@ class BacktestResult:
     and ``<target>_forecast``; ``metrics``: MSE, MAE, those of the persistence forecast (``naive_mse``,
     ``naive_mae``: the last observation at or before the origin, held) and matched points ``n`` per
     series, cutoff and target; ``overall``: the same per target over every matched point. Original
-    units. With ``level``, ``forecasts`` also holds ``<target>_forecast-lo-<L>``/``-hi-<L>`` and the
+    units. With ``season_length`` m, also the seasonal naive forecast's ``snaive_mse``/``snaive_mae``:
+    slot k gets the last observation at or before k - m * ceil(k / m) steps from the origin (on
+    regular data the value one season before), scored where that observation exists. With ``level``, ``forecasts`` also holds ``<target>_forecast-lo-<L>``/``-hi-<L>`` and the
     scores ``coverage-<L>`` (share of matched points inside the interval) and ``width-<L>`` (its mean
     width)."""
 
@@ -64,8 +66,9 @@ class ScoredWindows:
 
 
 def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None,
-                 level: Level | None = None) -> BacktestResult:
+                 level: Level | None = None, season_length: int | None = None) -> BacktestResult:
     f, spec = forecaster, forecaster.spec_
+    check_season_length(season_length)
     levels = None if level is None else parse_levels(level)
     if levels is not None:
         quantiles = f._calibration("backtest with level").quantiles(levels, spec.target_cols)
@@ -77,9 +80,14 @@ def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None,
     cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
     w = score_windows(f, panel, windows, cutoffs, "backtest", "their errors are in-sample and optimistic")
     if levels is None:
-        return backtest_result(f, w)
+        return backtest_result(f, w, season_length=season_length)
     _warn_calibration_overlap(f, w)
-    return backtest_result(f, w, (levels, *bounds(w.predicted, w.std, quantiles)))
+    return backtest_result(f, w, (levels, *bounds(w.predicted, w.std, quantiles)), season_length)
+
+
+def check_season_length(season_length: int | None) -> None:
+    if season_length is not None:
+        positive_int("season_length", season_length)
 
 
 def run_calibration(forecaster, df: pd.DataFrame, n_windows: int, step: int | None) -> Calibration:
@@ -175,17 +183,45 @@ def _warn_unscored(f, panel, matched: np.ndarray, what: str) -> None:
             UserWarning, stacklevel=user_stacklevel())
 
 
-def backtest_result(f, w: ScoredWindows, intervals: tuple | None = None) -> BacktestResult:
-    """The scored windows ``w`` as frames, beside the persistence forecast."""
+def backtest_result(f, w: ScoredWindows, intervals: tuple | None = None,
+                    season_length: int | None = None) -> BacktestResult:
+    """The scored windows ``w`` as frames, beside the persistence forecast (and the seasonal naive
+    one, given ``season_length``)."""
     times = future_times(w.panel.times[w.origins], f.freq_, f.horizon)
-    return _result(f.spec_, w, times, _naive(w.panel, w.origins, f.horizon), intervals)
+    baselines = {"naive": _naive(w.panel, w.origins, f.horizon)}
+    if season_length is not None:
+        baselines["snaive"] = _seasonal_naive(w.panel, series_steps(w.panel, f.freq_), w.origins, w.series,
+                                              f.horizon, int(season_length))
+    return _result(f.spec_, w, times, baselines, intervals)
+
+
+def _observed_so_far(panel) -> np.ndarray:
+    """Each row's values with every target's gaps filled by its last observation, never across series."""
+    return pd.DataFrame(panel.values).groupby(panel.codes).ffill().to_numpy()
 
 
 def _naive(panel, origins: np.ndarray, horizon: int) -> np.ndarray:
     """The persistence forecast (W, H, C): each target's last observation at or before the origin,
     held over the horizon. The bar a model must clear to be worth its training."""
-    last = pd.DataFrame(panel.values).groupby(panel.codes).ffill().to_numpy()  # never across series
-    return np.repeat(last[origins][:, None, :], horizon, axis=1)
+    return np.repeat(_observed_so_far(panel)[origins][:, None, :], horizon, axis=1)
+
+
+def _seasonal_naive(panel, steps: np.ndarray, origins: np.ndarray, series: np.ndarray, horizon: int,
+                    m: int) -> np.ndarray:
+    """The seasonal naive forecast (W, H, C): slot k repeats the last observation at or before
+    k - m * ceil(k / m) nominal steps from the origin, the same phase of the latest season the history
+    holds; NaN where the series has no observation that early. The bar for data with a cycle, which
+    persistence sets far too low."""
+    k = np.arange(1, horizon + 1)
+    back = steps[origins][:, None] + (k - m * np.ceil(k / m))[None, :]  # (W, H) series steps, <= origin's
+    rows = np.empty(back.shape, dtype=np.int64)
+    for s in np.unique(series):
+        sel = series == s
+        b, e = panel.bounds[s], panel.bounds[s + 1]
+        rows[sel] = b + np.searchsorted(steps[b:e], back[sel] + EPS, side="right") - 1
+    before = rows < panel.bounds[series][:, None]  # earlier than the series' first observation
+    values = _observed_so_far(panel)[np.maximum(rows, 0)]
+    return np.where(before[:, :, None], np.nan, values)
 
 
 def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray, held_out: float,
@@ -241,7 +277,8 @@ def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarr
     return out, std
 
 
-def _result(spec, w: ScoredWindows, times: np.ndarray, naive: np.ndarray, intervals: tuple | None) -> BacktestResult:
+def _result(spec, w: ScoredWindows, times: np.ndarray, baselines: dict[str, np.ndarray],
+            intervals: tuple | None) -> BacktestResult:
     panel, origins, series, actual, matched, predicted = w.panel, w.origins, w.series, w.actual, w.matched, w.predicted
     W, H, C = predicted.shape
 
@@ -260,14 +297,19 @@ def _result(spec, w: ScoredWindows, times: np.ndarray, naive: np.ndarray, interv
     forecasts = pd.DataFrame({**keys, **data})
 
     err = np.where(matched, predicted - np.nan_to_num(actual), 0.0)
-    naive_err = np.where(matched, naive - np.nan_to_num(actual), 0.0)
     n = matched.sum(1)  # (W, C)
     total = n.sum(0)
+    baseline_errors = {}  # name -> (errors, points scored): where the baseline has a value
+    for name, forecast in baselines.items():
+        scored = matched & np.isfinite(forecast)
+        baseline_errors[name] = (np.where(scored, np.nan_to_num(forecast) - np.nan_to_num(actual), 0.0), scored)
 
     def scores(axis, count) -> dict[str, np.ndarray]:
         with np.errstate(invalid="ignore", divide="ignore"):
-            out = {"mse": (err**2).sum(axis) / count, "mae": np.abs(err).sum(axis) / count,
-                   "naive_mse": (naive_err**2).sum(axis) / count, "naive_mae": np.abs(naive_err).sum(axis) / count}
+            out = {"mse": (err**2).sum(axis) / count, "mae": np.abs(err).sum(axis) / count}
+            for name, (e, scored) in baseline_errors.items():
+                points = scored.sum(axis)
+                out[f"{name}_mse"], out[f"{name}_mae"] = (e**2).sum(axis) / points, np.abs(e).sum(axis) / points
             if intervals is not None:
                 levels, lo, hi = intervals
                 for i, level in enumerate(levels):

@@ -20,7 +20,8 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 
-from .backtest import BacktestResult, ScoredWindows, backtest_result, score_windows, window_cutoffs
+from .backtest import (BacktestResult, ScoredWindows, backtest_result, check_season_length, score_windows,
+                       window_cutoffs)
 from .timing import describe
 from .windows import EPS, Windows
 
@@ -29,13 +30,14 @@ IN_SAMPLE = "their errors are in-sample and optimistic"  # cannot happen: each f
 
 def run_cross_validation(f, df: pd.DataFrame, n_windows: int, step: int | None, refit: bool, id_col: str | None,
                          time_col: str | None, target_cols: str | list[str] | None,
-                         val_size: int | None) -> BacktestResult:
+                         val_size: int | None, season_length: int | None = None) -> BacktestResult:
     """``Forecaster.cross_validation``: fresh copies of ``f`` fitted up to the first cutoff (or each
     window's, with ``refit``), scored on the ``backtest`` windows of ``df``."""
     if not isinstance(refit, (bool, np.bool_)):
         raise ValueError(f"refit must be True (a fit per window) or False (one fit before the first window), "
                          f"got {refit!r}")
     f._check_val_size(val_size)
+    check_season_length(season_length)
     spec, panel, freq = f._read_training(df, id_col, time_col, target_cols)
     windows = f._windows(panel, freq)
     cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
@@ -46,7 +48,7 @@ def run_cross_validation(f, df: pd.DataFrame, n_windows: int, step: int | None, 
         model = type(f)(**f.init_args)
         model._fit_panel(spec, panel.take(windows.steps <= cutoffs[:, first][panel.codes] + EPS), freq, val_size)
         parts.append(score_windows(model, panel, windows, scored, "cross_validation", IN_SAMPLE))
-    return backtest_result(model, _merge(parts))
+    return backtest_result(model, _merge(parts), season_length=season_length)
 
 
 def _check_training_span(f, panel, windows: Windows, cutoffs: np.ndarray, freq: float,

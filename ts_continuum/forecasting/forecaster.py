@@ -321,23 +321,27 @@ class Forecaster:
         return np.concatenate(out)
 
     def backtest(self, df: pd.DataFrame, n_windows: int = 1, step: int | None = None,
-                 level: Level | None = None) -> BacktestResult:
+                 level: Level | None = None, season_length: int | None = None) -> BacktestResult:
         """Rolling-origin evaluation without training: forecasts from the last ``n_windows`` cutoffs,
         ``step`` nominal steps apart (default ``horizon``), scored against what ``df`` observed after
         each cutoff. Windows whose targets fit trained on are in-sample (a warning says so): for honest
         scores fit on the data up to the first cutoff; see ``backtest.py``. ``level`` adds the
-        calibrated intervals and their coverage (needs ``calibrate`` on earlier windows)."""
+        calibrated intervals and their coverage (needs ``calibrate`` on earlier windows).
+        ``season_length`` (nominal steps, e.g. 24 for hourly data with a daily cycle) adds the seasonal
+        naive forecast's scores beside persistence's: the bar that matters for data with a cycle."""
         self._check_fitted("backtest")
-        return run_backtest(self, df, n_windows, step, level)
+        return run_backtest(self, df, n_windows, step, level, season_length)
 
     def cross_validation(self, df: pd.DataFrame, n_windows: int = 1, step: int | None = None, *, refit: bool = False,
                          id_col: str | None = None, time_col: str | None = "ds",
-                         target_cols: str | list[str] | None = None, val_size: int | None = None) -> BacktestResult:
+                         target_cols: str | list[str] | None = None, val_size: int | None = None,
+                         season_length: int | None = None) -> BacktestResult:
         """Honest rolling-origin scores of this configuration: fresh copies are fitted on the data
         before the windows (once with ``refit=False``; per window, up to its cutoff, with ``refit=True``)
         and score the ``backtest`` windows of ``df``; this forecaster is not changed. Arguments as in
         ``fit`` and ``backtest``; see ``cross_validation.py``."""
-        return run_cross_validation(self, df, n_windows, step, refit, id_col, time_col, target_cols, val_size)
+        return run_cross_validation(self, df, n_windows, step, refit, id_col, time_col, target_cols, val_size,
+                                    season_length)
 
     def calibrate(self, df: pd.DataFrame, n_windows: int, step: int | None = None) -> "Forecaster":
         """Keep the errors of the backtest windows of ``df`` (as in ``backtest``) for conformal

@@ -697,3 +697,16 @@ def test_fit_leaves_out_lightnings_info_banner_but_restores_its_level():
         lightning_logger.removeHandler(record)
     banner = [m for m in record.messages if "GPU available" in m]
     assert len(banner) == 1  # the plain Trainer's, none from fit
+
+
+def test_a_pandas_series_is_the_one_column_wide_frame_it_stands_for():
+    frame = wide_frame()[["a"]]
+    series = frame["a"]
+    from_series = Forecaster(**TINY).fit(series)
+    from_frame = Forecaster(**TINY).fit(frame)
+    pd.testing.assert_frame_equal(from_series.predict(), from_frame.predict())
+    pd.testing.assert_frame_equal(from_series.predict(series.iloc[:-5]), from_frame.predict(frame.iloc[:-5]))
+    with pytest.warns(UserWarning, match="in-sample"):
+        assert from_series.backtest(series).overall.index.tolist() == ["a"]
+    unnamed = Forecaster(**TINY).fit(series.rename(None))
+    assert list(unnamed.predict().columns) == ["y"]

@@ -451,6 +451,24 @@ def test_saving_onto_a_file_and_not_a_dataframe(fitted, tmp_path):
         fitted.predict([1, 2, 3])
 
 
+@pytest.mark.parametrize("freq", ["h", "D", "M"])
+def test_pandas_periods_are_refused_with_the_conversion_to_timestamps(freq):
+    periods = pd.period_range("2021-01", periods=60, freq=freq)
+    values = np.sin(np.arange(60))
+    with pytest.raises(ValueError, match=r"the index holds pandas Periods \(period\[.*\]\).*"
+                                         r"df.index = df.index.to_timestamp\(\)"):
+        Forecaster(**TINY).fit(pd.DataFrame({"y": values}, index=periods))
+    long = pd.DataFrame({"unique_id": "a", "ds": periods, "y": values})
+    with pytest.raises(ValueError, match=r"time column 'ds' holds pandas Periods.*df\['ds'\].dt.to_timestamp\(\)"):
+        Forecaster(**TINY).fit(long)
+    converted = long.assign(ds=long["ds"].dt.to_timestamp())  # the advice works (months: the calendar check)
+    if freq == "M":
+        with pytest.raises(ValueError, match="calendar months"):
+            Forecaster(**TINY).fit(converted)
+    else:
+        Forecaster(**TINY, limit_train_batches=1).fit(converted)
+
+
 def test_observations_closer_than_the_model_resolves_are_refused_by_name():
     """A millisecond apart (15-minute steps), two readings would share one float32
     time; the models would then blame unsorted input."""

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .errors import did_you_mean, listing, user_stacklevel
 from .intervals import interval_columns
-from .native_times import native_to_pandas, parse_times
+from .native_times import native_to_pandas, parse_times, period_advice
 
 LONG_ID = "unique_id"
 
@@ -89,11 +89,24 @@ class Panel:
         return replace(self, bounds=bounds, times=self.times[keep], values=self.values[keep])
 
 
+SERIES_NAME = "y"  # the column of a pandas Series without a name
+
+
+def as_frame(data, what: str = "data") -> pd.DataFrame:
+    """A DataFrame as given; a Series (one variable over a DatetimeIndex, as sktime and darts users
+    hold it) as the one-column wide frame it stands for, named after the Series or ``y``."""
+    if isinstance(data, pd.Series):
+        return data.to_frame(SERIES_NAME if data.name is None else data.name)
+    if not isinstance(data, pd.DataFrame):
+        raise ValueError(f"expected a pandas DataFrame for {what} (or a Series with a DatetimeIndex), got "
+                         f"{type(data).__name__}")
+    return data
+
+
 def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | None = "ds",
                 target_cols: str | list[str] | None = None) -> FrameSpec:
     """Long format if ``id_col`` is given or a ``unique_id`` column exists, else wide."""
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"expected a pandas DataFrame, got {type(df).__name__}")
+    df = as_frame(df, "training data")
     if isinstance(target_cols, str):
         target_cols = [target_cols]
     columns = list(df.columns)
@@ -107,6 +120,8 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
         targets = list(target_cols) if target_cols is not None else ["y"]
     else:
         if time_col is None or time_col not in columns:
+            if isinstance(df.index, pd.PeriodIndex):
+                raise ValueError(period_advice("the index", df.index.dtype, "df.index = df.index.to_timestamp()"))
             if not (isinstance(df.index, pd.DatetimeIndex) or (time_col is not None and df.index.name == time_col)):
                 raise ValueError(
                     f"no time column {time_col!r}{did_you_mean(time_col, columns)} and the index is not a "
@@ -139,8 +154,7 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
 
 def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
     """Validate ``df`` against ``spec`` and return its series; ``what`` names the frame in messages."""
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"expected a pandas DataFrame for {what}, got {type(df).__name__}")
+    df = as_frame(df, what)
     needed = [c for c in (spec.id_col, spec.time_col) if c is not None] + list(spec.target_cols)
     _require_columns(df, needed, f"{what} ({spec.kind} format, as at fit)")
     _require_unique(df, needed)

@@ -19,11 +19,21 @@ except ImportError:  # pandas < 2.2 keeps it private
     from pandas._libs.tslibs.parsing import guess_datetime_format
 
 
+def period_advice(what: str, dtype: pd.PeriodDtype, fix: str) -> str:
+    """Periods name spans, not instants; their start times work, and for months and longer periods
+    the calendar check that follows explains the month-number fix."""
+    return (f"{what} holds pandas Periods ({dtype}); the Forecaster needs datetimes or numbers: convert them to "
+            f"their start times with {fix} (for periods of a month or longer, fit on month numbers instead, as "
+            "the error after that conversion explains)")
+
+
 def parse_times(raw: pd.Series | pd.Index, name: str) -> tuple[np.ndarray, str, str | None, str]:
     """Native times, their kind ("datetime"/"numeric"), time zone and dtype name."""
     dtype = raw.dtype
     if pd.api.types.is_bool_dtype(dtype):
         raise ValueError(f"time column {name!r} is boolean; it must hold datetimes or numbers")
+    if isinstance(dtype, pd.PeriodDtype):
+        raise ValueError(period_advice(f"time column {name!r}", dtype, f"df[{name!r}] = df[{name!r}].dt.to_timestamp()"))
     if pd.api.types.is_numeric_dtype(dtype):
         values = pd.Series(raw).to_numpy(dtype=np.float64, na_value=np.nan)
         if not np.isfinite(values).all():

@@ -297,6 +297,33 @@ def test_weeks_are_a_fixed_step():
     check_calendar(read_panel(weeks, detect_spec(weeks)), False, "df.index")  # inferred weeks are fine too
 
 
+def test_business_days_are_warned_about_with_a_fix_that_works():
+    days = pd.bdate_range("2021-01-04", periods=120)
+    df = pd.DataFrame({"unique_id": "a", "ds": days, "y": np.sin(np.arange(120) / 3)})
+    with pytest.warns(UserWarning, match=r"look like business days.*forecasts fall on every day.*np.busday_count"
+                                         r"\(start, df\['ds'\]"):
+        Forecaster(**TINY, limit_train_batches=1).fit(df)
+    start = days.min().to_datetime64().astype("datetime64[D]")  # the fix, as the warning words it
+    numbered = df.assign(ds=np.busday_count(start, df["ds"].to_numpy().astype("datetime64[D]")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        forecast = Forecaster(**TINY, limit_train_batches=1).fit(numbered).predict()
+    dates = pd.DatetimeIndex(np.busday_offset(start, forecast["ds"].to_numpy()))
+    assert (dates.dayofweek < 5).all() and dates[0] == days[-1] + pd.offsets.BDay(1) and len(dates) == H
+    with pytest.raises(ValueError, match="'B' steps over weekends.*np.busday_count"):
+        Forecaster(**TINY, freq="B").fit(df)
+
+
+def test_daily_data_with_a_weekend_day_is_not_taken_for_business_days():
+    days = pd.date_range("2021-01-04", periods=120, freq="D")
+    df = pd.DataFrame({"unique_id": "a", "ds": days, "y": np.sin(np.arange(120) / 3)})
+    df = df[(df.ds.dt.dayofweek < 5) | (df.ds == "2021-02-06")]  # one Saturday observed
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        Forecaster(**TINY, limit_train_batches=1).fit(df)
+    assert not any("business days" in str(w.message) for w in record)
+
+
 def test_daily_data_with_an_hourly_freq_says_the_spacing_is_far_from_freq():
     daily = wide_frame(n=90)
     daily.index = pd.date_range("2022-03-01", periods=90, freq="D", name="date")

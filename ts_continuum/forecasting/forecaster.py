@@ -24,7 +24,7 @@ from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_backtest, plot_forecast, plot_learning_curve
 from .scaling import Scaler
 from .timing import (check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq,
-                     spacing_hint, warn_spacing_mismatch)
+                     spacing_hint, warn_business_days, warn_spacing_mismatch)
 from .training import check_finite_weights, run_fit, seeded
 from .windows import EPS, Windows, window_loader
 
@@ -130,8 +130,10 @@ class Forecaster:
         spec = spec.with_time(panel)
         warn_constant_targets(panel, spec)
         freq = None if self.freq is None else parse_freq(self.freq, panel.time_kind)
-        check_calendar(panel, freq is not None, f"df[{spec.time_col!r}].dt" if spec.time_col else "df.index")
+        time_ref = f"df[{spec.time_col!r}]" if spec.time_col else "df.index"
+        check_calendar(panel, freq is not None, f"{time_ref}.dt" if spec.time_col else time_ref)
         freq = infer_freq(panel) if freq is None else freq
+        warn_business_days(panel, freq, time_ref)
         check_resolution(panel, freq, self.lookback)
         self._warn_if_blind(panel, freq)
         return spec, panel, freq

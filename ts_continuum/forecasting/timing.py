@@ -72,7 +72,36 @@ def _offset_step(offset: pd.offsets.BaseOffset, freq) -> pd.Timedelta:
             return pd.Timedelta(weeks=offset.n)
         raise ValueError(f"{freq!r} steps to the next {calendar.day_name[offset.weekday]} ({offset.rule_code}), "
                          "not by a fixed 7 days")
+    if isinstance(offset, pd.offsets.BusinessDay):
+        raise ValueError(f"{freq!r} steps over weekends, so it is no fixed duration: to forecast business days, fit "
+                         f"on business-day numbers ({BUSINESS_DAY_FIX.format(t='df[time]')})")
     raise ValueError(f"{freq!r} is a calendar offset of varying length")
+
+
+BUSINESS_DAY_FIX = ("start = {t}.min().to_datetime64().astype('datetime64[D]'); n = np.busday_count(start, "
+                    "{t}.to_numpy().astype('datetime64[D]')), then map forecast numbers back to dates with "
+                    "np.busday_offset(start, n)")
+
+
+def warn_business_days(panel: Panel, freq: float | int, time_ref: str) -> None:
+    """Warn when daily datetimes skip every weekend: a step of one calendar day then puts forecasts on
+    Saturdays and Sundays (horizon 5 covers 3 business days) and shows each weekend to the model as
+    two missing days. Legal, and right for some data, so a warning with the business-day fix."""
+    if panel.time_kind != "datetime" or freq != DAY:
+        return
+    diffs, _ = _within(panel)
+    slack = pd.Timedelta(hours=1).value  # a daylight-saving change within local-time data
+    if not (np.abs(diffs - 3 * DAY) <= slack).any():
+        return
+    t = pd.DatetimeIndex(native_to_pandas(panel.times, panel.time_kind, panel.tz, panel.time_dtype))
+    if (t.dayofweek >= 5).any():
+        return
+    warnings.warn(
+        "the times look like business days (no Saturday or Sunday, three days from Friday to Monday), but the "
+        "nominal step is one calendar day: forecasts fall on every day, weekends included (a horizon of 5 covers "
+        "3 business days), and the model sees each weekend as two missing days. To forecast business days, fit on "
+        f"business-day numbers: {BUSINESS_DAY_FIX.format(t=time_ref)}",
+        UserWarning, stacklevel=user_stacklevel())
 
 
 def _within(panel: Panel) -> tuple[np.ndarray, np.ndarray]:

@@ -181,6 +181,24 @@ def test_heavy_thinning_warns_that_the_inferred_step_is_a_multiple_of_a_common_s
         assert infer_freq(read_panel(lightly, detect_spec(lightly))) == 24 * HOUR
 
 
+def test_times_on_no_grid_warn_that_the_inferred_step_is_arbitrary_and_suggest_a_round_one():
+    rng = np.random.default_rng(0)
+    gaps = rng.exponential(3600, 300)  # continuous-time sampling, about hourly
+    t = pd.Timestamp("2021-01-01") + pd.to_timedelta(np.cumsum(gaps), unit="s")
+    df = pd.DataFrame({"y": np.arange(300.0)}, index=t)
+    with pytest.warns(UserWarning, match=r"lie on no regular grid.*inferred as the median spacing, 0 days 00:4\d:.*"
+                                         r"e.g. freq='4\dmin'"):
+        step = infer_freq(read_panel(df, detect_spec(df)))
+    assert step == int(round(np.median(np.diff(t.asi8))))
+    numeric = pd.DataFrame({"t": np.cumsum(rng.exponential(0.37, 300)), "y": 0.0})
+    with pytest.warns(UserWarning, match=r"no regular grid.*e.g. freq=0.\d"):
+        infer_freq(read_panel(numeric, detect_spec(numeric, time_col="t")))
+    with warnings.catch_warnings():  # dropped rows of a grid: every spacing a whole number of steps
+        warnings.simplefilter("error", UserWarning)
+        hourly = pd.date_range("2021-01-01", periods=300, freq="h")[rng.random(300) > 0.3]
+        infer_freq(read_panel(pd.DataFrame({"y": 0.0}, index=hourly), detect_spec(pd.DataFrame({"y": 0.0}, index=hourly))))
+
+
 def test_scaler_ignores_missing_values_and_keeps_constant_series_finite():
     values = np.array([[1.0, 5.0], [3.0, np.nan], [np.nan, 5.0], [10.0, 2.0], [30.0, 4.0]])
     scaler = Scaler.fit(values, np.array([0, 3, 5]))

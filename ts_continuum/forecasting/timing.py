@@ -181,7 +181,29 @@ def infer_freq(panel: Panel) -> float | int:
             f"{describe(smaller, panel.time_kind)}, horizon and lookback count steps of "
             f"{describe(step, panel.time_kind)} instead. Pass freq=... to choose the step",
             UserWarning, stacklevel=user_stacklevel())
-    return int(round(step)) if panel.time_kind == "datetime" else step
+    step = int(round(step)) if panel.time_kind == "datetime" else step
+    _warn_if_off_grid(panel, diffs, step)
+    return step
+
+
+def _warn_if_off_grid(panel: Panel, diffs: np.ndarray, step: float | int) -> None:
+    """Times sampled in continuous time (no two gaps alike) lie on no grid: the median spacing is then
+    an arbitrary duration such as 45 min 31.7 s, which horizon and lookback count and forecast times
+    step by. Say so, with a round step to pass instead."""
+    steps = to_steps(diffs, step)
+    if len(diffs) < 10 or np.mean(steps == np.rint(steps)) >= 0.5:
+        return
+    if panel.time_kind == "datetime":
+        value = pd.Timedelta(step)
+        unit = next((u for u in ("h", "min", "s", "ms") if value >= pd.Timedelta(1, u)), "us")
+        suggestion = f"freq={pd.tseries.frequencies.to_offset(max(value.round(unit), pd.Timedelta(1, unit))).freqstr!r}"
+    else:
+        suggestion = f"freq={float(f'{step:.1g}'):g}"
+    warnings.warn(
+        f"the times lie on no regular grid (most spacings are not whole multiples of their median), so the nominal "
+        f"step was inferred as the median spacing, {describe(step, panel.time_kind)}: horizon and lookback count "
+        f"steps of that length and forecast times are last + k * {describe(step, panel.time_kind)}. Pass a round "
+        f"step instead, e.g. {suggestion}", UserWarning, stacklevel=user_stacklevel())
 
 
 def check_resolution(panel: Panel, freq: float | int, lookback: int) -> None:

@@ -77,6 +77,14 @@ def test_a_model_trained_in_double_precision_predicts_backtests_and_reloads_in_i
     pd.testing.assert_frame_equal(loaded.predict(), forecast)
 
 
+@pytest.mark.parametrize("option", [{"max_epochs": 0}, {"max_steps": 0}, {"limit_train_batches": 0},
+                                    {"limit_train_batches": 0.0}])
+def test_settings_that_train_nothing_are_refused_rather_than_forecasting_with_random_weights(option):
+    name = next(iter(option))
+    with pytest.raises(ValueError, match=f"{name}=0(.0)? trains nothing.*random weights"):
+        Forecaster(**{**TINY, **option})
+
+
 def test_the_triton_backend_on_the_cpu_is_refused_before_training(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # CI sets it; without it Triton needs CUDA
     forecaster = Forecaster(**{**TINY, "attention_backend": "triton"}, accelerator="cpu")  # a GPU save loads

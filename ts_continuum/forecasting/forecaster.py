@@ -19,7 +19,7 @@ from .cross_validation import run_cross_validation
 from .errors import NotFittedError, positive_int, user_stacklevel
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
 from .intervals import Calibration, Level, bounds, check_names, parse_levels
-from .options import check_backend, split_options
+from .options import check_backend, check_trains, split_options
 from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_backtest, plot_forecast, plot_learning_curve
 from .scaling import Scaler
@@ -88,6 +88,7 @@ class Forecaster:
         self.model_cls = MODELS[self.model_name]
         self.attention, self.pos_encoding, self.freq = attention, pos_encoding, freq
         self.options = split_options(self.model_cls, kwargs, MODEL_ARGS)
+        check_trains(self.options)
         self.init_args = dict(model=self.model_name, horizon=self.horizon, lookback=self.lookback,
                               attention=attention, freq=freq, pos_encoding=pos_encoding,
                               # saved only when set, so older versions still load what does not use it

@@ -78,3 +78,13 @@ def check_backend(options: Options) -> None:
     if not ok:
         raise ValueError(f"attention_backend='triton' cannot train with accelerator={accelerator!r} here: {why} "
                          "(attention_backend='auto' picks the kernel wherever it can run)")
+
+
+def check_trains(options: Options) -> None:
+    """Lightning accepts a run that trains nothing (``max_epochs=0``, ``max_steps=0``,
+    ``limit_train_batches=0``); a Forecaster would then forecast with its random initial weights."""
+    for name in ("max_epochs", "max_steps", "limit_train_batches"):
+        value = options.trainer.get(name)
+        if value is not None and not isinstance(value, bool) and value == 0:
+            raise ValueError(f"{name}={value!r} trains nothing, so the forecaster would forecast with random weights; "
+                             f"give {name} at least 1" + (" (or a fraction of the batches)" if name.startswith("limit") else ""))

@@ -246,3 +246,28 @@ def test_plots_shade_the_intervals(calibrated, data):
     rows = result.forecasts[result.forecasts["unique_id"] == "b"].dropna(subset=["y"])
     share = rows["y"].between(rows["y_forecast-lo-80"], rows["y_forecast-hi-80"]).mean()
     assert f", 80 % interval covers {share:.0%} over {len(rows)} matched points" in fig.axes[0].get_title("left")
+
+
+def test_fit_with_calibration_windows_is_the_manual_route_in_one_call(data, calibrated):
+    """A copy fitted before the windows scores them (exactly the fit-then-calibrate route), and the
+    forecaster itself fits on everything: its forecasts are a plain fit's, its intervals held out."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # out of sample by construction: no warning
+        f = Forecaster(**TINY).fit(data, target_cols=TARGETS, calibration_windows=N_CAL, calibration_step=STEP)
+    np.testing.assert_array_equal(f.calibration_.scores, calibrated.calibration_.scores)
+    plain = Forecaster(**TINY).fit(data, target_cols=TARGETS)
+    pd.testing.assert_frame_equal(f.predict()[TARGETS], plain.predict()[TARGETS])
+    banded = f.predict(level=[80])
+    assert (banded["y-lo-80"] < banded["y"]).all() and (banded["y"] < banded["y-hi-80"]).all()
+
+
+def test_fit_with_calibration_windows_refuses_what_it_cannot_do(data):
+    with pytest.raises(ValueError, match="calibration_step needs calibration_windows"):
+        Forecaster(**TINY).fit(data, target_cols=TARGETS, calibration_step=2)
+    f = Forecaster(**TINY)
+    with pytest.raises(ValueError, match=r"fit\(calibration_windows=\.\.\.\) trains on each series up to its first "
+                                         r"cutoff.*use fewer windows"):
+        f.fit(data, target_cols=TARGETS, calibration_windows=16, calibration_step=2)
+    assert f.model_ is None
+    with pytest.raises(ValueError, match="n_windows"):
+        f.fit(data, target_cols=TARGETS, calibration_windows=0)

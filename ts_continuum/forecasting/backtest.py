@@ -98,6 +98,11 @@ def run_calibration(forecaster, df: pd.DataFrame, n_windows: int, step: int | No
     cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
     w = score_windows(f, panel, windows, cutoffs, "calibrate",
                       "their errors are in-sample and too small, so the intervals would be too narrow")
+    return calibration_from(f, panel, w)
+
+
+def calibration_from(f, panel, w: ScoredWindows) -> Calibration:
+    """The conformal scores of scored windows, and where each series' calibration ends."""
     with np.errstate(invalid="ignore"):
         scores = np.abs(w.predicted - w.actual) / w.std[:, None, :]
     ends = future_times(panel.times[w.origins], f.freq_, f.horizon)[:, -1]  # each window's last horizon slot

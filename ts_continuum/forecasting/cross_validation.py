@@ -20,8 +20,9 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 
-from .backtest import (BacktestResult, ScoredWindows, backtest_result, check_season_length, score_windows,
-                       window_cutoffs)
+from .backtest import (BacktestResult, ScoredWindows, backtest_result, calibration_from, check_season_length,
+                       score_windows, window_cutoffs)
+from .intervals import Calibration
 from .timing import describe
 from .windows import EPS, Windows
 
@@ -51,8 +52,21 @@ def run_cross_validation(f, df: pd.DataFrame, n_windows: int, step: int | None, 
     return backtest_result(model, _merge(parts), season_length=season_length)
 
 
+def held_out_calibration(f, spec, panel, freq, n_windows: int, step: int | None,
+                         val_size: int | None) -> Calibration:
+    """Conformal scores for ``fit(calibration_windows=...)``: a fresh copy of ``f`` fitted on each
+    series up to its first cutoff scores the last ``n_windows`` backtest windows, which it never saw
+    (neuralforecast's conformal intervals work the same way). ``f`` itself is not changed."""
+    windows = f._windows(panel, freq)
+    cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
+    _check_training_span(f, panel, windows, cutoffs, freq, val_size, "fit(calibration_windows=...)")
+    model = type(f)(**f.init_args)
+    model._fit_panel(spec, panel.take(windows.steps <= cutoffs[:, 0][panel.codes] + EPS), freq, val_size)
+    return calibration_from(model, panel, score_windows(model, panel, windows, cutoffs, "calibration", IN_SAMPLE))
+
+
 def _check_training_span(f, panel, windows: Windows, cutoffs: np.ndarray, freq: float,
-                         val_size: int | None) -> None:
+                         val_size: int | None, who: str = "cross_validation") -> None:
     """Each series must keep enough history before its first cutoff to train on: said in terms of
     the windows, which the user chose, rather than as a too-short series."""
     need = f.lookback + f.horizon + (val_size or 0)
@@ -67,7 +81,7 @@ def _check_training_span(f, panel, windows: Windows, cutoffs: np.ndarray, freq: 
     held_out = float(windows.steps[panel.last_rows[s]] - cutoffs[s, 0])
     extra = f" + val_size {val_size}" if val_size else ""
     raise ValueError(
-        f"cross_validation trains on each series up to its first cutoff, horizon + (n_windows - 1) * step = "
+        f"{who} trains on each series up to its first cutoff, horizon + (n_windows - 1) * step = "
         f"{held_out:g} nominal steps of {describe(freq, panel.time_kind)} before its last observation; "
         f"series {panel.ids[s]!r} keeps {kept[s]:g} steps there ({len(short)} series too short), "
         f"fewer than lookback {f.lookback} + horizon {f.horizon}{extra} = {need} needed to train: use fewer "

@@ -15,7 +15,7 @@ from ..models.layers import MultiHeadAttention
 from ..training import ForecastingModule
 from ..training.learning_curve import learning_curve_frame
 from .backtest import BacktestResult, run_backtest, run_calibration
-from .cross_validation import run_cross_validation
+from .cross_validation import held_out_calibration, run_cross_validation
 from .errors import NotFittedError, positive_int, user_stacklevel
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
 from .intervals import Calibration, Level, bounds, check_names, parse_levels
@@ -105,7 +105,8 @@ class Forecaster:
 
     # --- fitting ------------------------------------------------------------------------
     def fit(self, df: pd.DataFrame, id_col: str | None = None, time_col: str | None = "ds",
-            target_cols: str | list[str] | None = None, val_size: int | None = None) -> "Forecaster":
+            target_cols: str | list[str] | None = None, val_size: int | None = None, *,
+            calibration_windows: int | None = None, calibration_step: int | None = None) -> "Forecaster":
         """Train on every series of ``df`` (long or wide format, see ``docs/forecaster.md``).
 
         ``val_size``: nominal steps at the end of each series held out for validation, early
@@ -113,10 +114,22 @@ class Forecaster:
         Training needs every series to span ``lookback + horizon (+ val_size)`` nominal steps.
         Datetimes spaced by calendar months, quarters or years are refused without ``freq=`` (a
         fixed step cannot follow them): fit on month numbers instead, see ``docs/forecaster.md``.
+
+        ``calibration_windows`` (with ``calibration_step``, default ``horizon``) makes ``predict`` ready
+        for ``level=`` in one call: a copy fitted on each series up to its last ``calibration_windows``
+        backtest windows scores them (conformal scores from data it never saw), then the forecaster
+        fits on everything and keeps those scores. Two fits; ``calibrate`` is the manual route.
         """
         self._check_val_size(val_size)
         spec, panel, freq = self._read_training(df, id_col, time_col, target_cols)
-        return self._fit_panel(spec, panel, freq, val_size)
+        if calibration_windows is None:
+            if calibration_step is not None:
+                raise ValueError("calibration_step needs calibration_windows: pass both, or neither")
+            return self._fit_panel(spec, panel, freq, val_size)
+        calibration = held_out_calibration(self, spec, panel, freq, calibration_windows, calibration_step, val_size)
+        self._fit_panel(spec, panel, freq, val_size)
+        self.calibration_ = calibration
+        return self
 
     def _check_val_size(self, val_size: int | None) -> None:
         if val_size is not None and positive_int("val_size", val_size) < self.horizon:

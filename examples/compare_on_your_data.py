@@ -9,11 +9,13 @@ same rolling windows (every fit ends before the windows it is scored on):
 
 With a CSV it reads a long (``unique_id``, ``ds``, ``y``) or wide frame; without one it uses ETTh1's
 oil temperature with 30 % of the hourly rows removed at random. Prints MSE/MAE per configuration
-beside the persistence forecast's and draws them as bars. One seed and a short fit by default: it
+beside the persistence forecast's and, with ``--season-length`` (24 on the default hourly data),
+the seasonal naive forecast's, and draws them as bars. One seed and a short fit by default: it
 shows how to ask the question; an answer wants several seeds and a full budget (the study in
 ``benchmarks/results/RESULTS.md`` does that for ETT and Weather).
 
     python examples/compare_on_your_data.py [data.csv] [--horizon 96] [--lookback 336] [--windows 4]
+                                            [--season-length 24]
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def main() -> None:
     parser.add_argument("--horizon", type=int, default=96)
     parser.add_argument("--lookback", type=int, default=336)
     parser.add_argument("--windows", type=int, default=4, help="cross-validation windows, horizon steps apart")
+    parser.add_argument("--season-length", type=int, default=None,
+                        help="steps in one cycle, for the seasonal naive baseline (default data: 24)")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batches", type=int, default=30, help="training batches per epoch")
     parser.add_argument("--threads", type=int, default=1, help="torch threads; 0 keeps torch's default")
@@ -59,6 +63,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     df = load(args.csv, args.drop)
+    season = 24 if args.season_length is None and args.csv is None else args.season_length
 
     rows = []
     for name, config in CONFIGS.items():
@@ -66,10 +71,11 @@ def main() -> None:
                        limit_train_batches=args.batches, attention_backend="torch", seed=0,
                        enable_progress_bar=False, **config)
         start = time.perf_counter()
-        overall = f.cross_validation(df, n_windows=args.windows).overall
+        overall = f.cross_validation(df, n_windows=args.windows, season_length=season).overall
         seconds = time.perf_counter() - start
         for target, r in overall.iterrows():
-            rows.append(dict(config=name, target=target, mse=r["mse"], mae=r["mae"], naive_mse=r["naive_mse"],
+            baselines = {k: r[k] for k in ("naive_mse", "snaive_mse") if k in r}
+            rows.append(dict(config=name, target=target, mse=r["mse"], mae=r["mae"], **baselines,
                              points=int(r["n"]), seconds=seconds))
         print(f"{name}: {seconds:.0f} s")
     table = pd.DataFrame(rows)
@@ -81,6 +87,8 @@ def main() -> None:
     first = table[table["target"] == table["target"].iloc[0]]
     ax.bar(first["config"], first["mse"], color=["tab:orange", "tab:blue", "tab:green"])
     ax.axhline(first["naive_mse"].iloc[0], color="grey", ls="--", label="persistence forecast")
+    if season:
+        ax.axhline(first["snaive_mse"].iloc[0], color="grey", ls=":", label=f"seasonal naive ({season} steps)")
     ax.set_ylabel(f"MSE of {first['target'].iloc[0]}")
     ax.set_title(f"cross-validated, {args.windows} windows x {args.horizon} steps", fontsize="medium")
     ax.legend(fontsize="small")

@@ -86,3 +86,17 @@ def test_a_season_length_that_is_not_a_positive_integer_is_refused(bad):
         f.backtest(df, season_length=bad)
     with pytest.raises(ValueError, match="season_length"):
         f.cross_validation(df, target_cols=TARGETS, season_length=bad)
+
+
+def test_a_season_longer_than_a_series_history_is_said_and_never_read_from_another_series():
+    df = cyclic_frame(12, n=90)
+    df = df[(df.unique_id == "a") | (df.ds >= df.ds.min() + pd.Timedelta(hours=40))]  # b starts 40 h later
+    f = Forecaster(**TINY, limit_train_batches=2).fit(df, target_cols=TARGETS)
+    with pytest.warns(UserWarning) as record:
+        result = f.backtest(df, n_windows=1, season_length=70)  # a has 84 h before its cutoff, b only 44
+    said = [str(w.message) for w in record if "season_length=70" in str(w.message)]
+    assert len(said) == 1 and "series 'b'" in said[0] and "snaive_n" in said[0]
+    metrics = result.metrics.set_index(["unique_id", "target"])
+    assert metrics.loc[("b", "y"), "snaive_n"] == 0 and np.isnan(metrics.loc[("b", "y"), "snaive_mse"])
+    assert metrics.loc[("a", "y"), "snaive_n"] == metrics.loc[("a", "y"), "n"] > 0
+    assert (result.overall["snaive_n"] < result.overall["n"]).all()

@@ -314,6 +314,17 @@ def test_business_days_are_warned_about_with_a_fix_that_works():
         Forecaster(**TINY, freq="B").fit(df)
 
 
+def test_the_business_day_fix_reads_local_dates_of_tz_aware_times():
+    days = pd.bdate_range("2021-01-04", periods=120, tz="Europe/Berlin")  # midnight is 23:00 UTC the day before
+    df = pd.DataFrame({"unique_id": "a", "ds": days, "y": np.sin(np.arange(120) / 3)})
+    with pytest.warns(UserWarning, match=r"look like business days.*df\['ds'\].dt.tz_localize\(None\).min\(\)"):
+        Forecaster(**TINY, limit_train_batches=1).fit(df)
+    local = df["ds"].dt.tz_localize(None)  # the fix, as the warning words it
+    start = local.min().to_datetime64().astype("datetime64[D]")
+    n = np.busday_count(start, local.to_numpy().astype("datetime64[D]"))
+    assert (np.diff(n) == 1).all()
+
+
 def test_daily_data_with_a_weekend_day_is_not_taken_for_business_days():
     days = pd.date_range("2021-01-04", periods=120, freq="D")
     df = pd.DataFrame({"unique_id": "a", "ds": days, "y": np.sin(np.arange(120) / 3)})
@@ -488,6 +499,10 @@ def test_pandas_periods_are_refused_with_the_conversion_to_timestamps(freq):
     long = pd.DataFrame({"unique_id": "a", "ds": periods, "y": values})
     with pytest.raises(ValueError, match=r"time column 'ds' holds pandas Periods.*df\['ds'\].dt.to_timestamp\(\)"):
         Forecaster(**TINY).fit(long)
+    if freq == "h":  # predict on a frame with a PeriodIndex names the index, not a column
+        fitted = Forecaster(**TINY, limit_train_batches=1).fit(pd.DataFrame({"y": values}, index=periods.to_timestamp()))
+        with pytest.raises(ValueError, match=r"predict data: the index holds pandas Periods.*df.index = "):
+            fitted.predict(pd.DataFrame({"y": values}, index=periods))
     converted = long.assign(ds=long["ds"].dt.to_timestamp())  # the advice works (months: the calendar check)
     if freq == "M":
         with pytest.raises(ValueError, match="calendar months"):

@@ -63,8 +63,24 @@ def test_data_spaced_unlike_the_training_data_is_warned_about(fitted):
     daily = pd.DataFrame({"unique_id": "d", "ds": pd.date_range("2021-01-01", periods=60, freq="D"),
                           "y": np.sin(np.arange(60)), "z": np.cos(np.arange(60))})
     with pytest.warns(UserWarning, match=r"predict data is typically spaced 1 days 00:00:00 apart, but the model was "
-                                         r"fitted with a nominal step of 0 days 01:00:00.*sees about 1 observations"):
+                                         r"fitted on data typically spaced 0 days 01:00:00 apart, with a nominal step "
+                                         r"of 0 days 01:00:00.*sees about 1 observations.*against about 24"):
         fitted.predict(daily)
+
+
+def test_the_training_frame_itself_is_never_spaced_unlike_the_training_data(tmp_path):
+    hourly = long_frame()
+    thinned = hourly[np.random.default_rng(0).random(len(hourly)) < 0.12]  # typically over 4 h apart, freq="h"
+    fitted = Forecaster(**TINY, freq="h", limit_train_batches=1).fit(thinned, target_cols=TARGETS)
+    for call in (lambda: fitted.predict(thinned), lambda: fitted.backtest(thinned)):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            call()
+        assert not any("typically spaced" in m for m in messages(record))
+    with pytest.warns(UserWarning, match=r"typically spaced 0 days 01:00:00 apart, but the model was fitted on data "
+                                         r"typically spaced 0 days 0\d:"):
+        fitted.predict(hourly)
+    assert Forecaster.load(fitted.save(tmp_path / "thinned")).spacing_ == fitted.spacing_ > 4 * 3600e9
 
 
 def test_a_target_that_no_forecast_time_matches_is_named_instead_of_silently_scored_nan(fitted, data):
@@ -77,3 +93,14 @@ def test_a_target_that_no_forecast_time_matches_is_named_instead_of_silently_sco
     assert result.overall.loc["y", "n"] > 0
     unscored = [m for m in messages(record) if "could be scored" in m]
     assert len(unscored) == 1 and "no forecast of 'z' could be scored (n = 0" in unscored[0]
+
+
+def test_a_refit_fold_without_a_target_is_not_reported_when_other_folds_scored_it(data):
+    hidden = data.copy()
+    hidden.loc[hidden.groupby("unique_id").cumcount(ascending=False) < H, "z"] = np.nan  # the last fold has no z
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        result = Forecaster(**TINY, limit_train_batches=1).cross_validation(
+            hidden, n_windows=2, refit=True, target_cols=TARGETS)
+    assert result.overall.loc["z", "n"] > 0
+    assert not any("could be scored" in m for m in messages(record))

@@ -36,13 +36,15 @@ def test_fit_gives_back_the_callers_random_generators():
     assert seen[0] != seen[1]
 
 
-def test_fit_restores_lightnings_seed_variable(monkeypatch):
+def test_fit_restores_lightnings_seed_variables(monkeypatch):
     monkeypatch.delenv("PL_GLOBAL_SEED", raising=False)
+    monkeypatch.delenv("PL_SEED_WORKERS", raising=False)
     Forecaster(**TINY).fit(long_frame(), target_cols=TARGETS)
-    assert "PL_GLOBAL_SEED" not in os.environ
+    assert "PL_GLOBAL_SEED" not in os.environ and "PL_SEED_WORKERS" not in os.environ
     monkeypatch.setenv("PL_GLOBAL_SEED", "7")
+    monkeypatch.setenv("PL_SEED_WORKERS", "1")  # a user's seed_everything(7, workers=True)
     Forecaster(**TINY, seed=3).fit(long_frame(), target_cols=TARGETS)
-    assert os.environ["PL_GLOBAL_SEED"] == "7"
+    assert os.environ["PL_GLOBAL_SEED"] == "7" and os.environ["PL_SEED_WORKERS"] == "1"
 
 
 def test_the_same_seed_still_trains_the_same_model_whatever_the_caller_drew():
@@ -81,8 +83,10 @@ def test_a_model_trained_in_double_precision_predicts_backtests_and_reloads_in_i
                                     {"limit_train_batches": 0.0}])
 def test_settings_that_train_nothing_are_refused_rather_than_forecasting_with_random_weights(option):
     name = next(iter(option))
+    forecaster = Forecaster(**{**TINY, **option})  # refused at fit, so that an older save made so still loads
     with pytest.raises(ValueError, match=f"{name}=0(.0)? trains nothing.*random weights"):
-        Forecaster(**{**TINY, **option})
+        forecaster.fit(long_frame(), target_cols=TARGETS)
+    assert forecaster.model_ is None
 
 
 def test_the_triton_backend_on_the_cpu_is_refused_before_training(monkeypatch):

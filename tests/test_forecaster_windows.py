@@ -193,10 +193,19 @@ def test_times_on_no_grid_warn_that_the_inferred_step_is_arbitrary_and_suggest_a
     numeric = pd.DataFrame({"t": np.cumsum(rng.exponential(0.37, 300)), "y": 0.0})
     with pytest.warns(UserWarning, match=r"no regular grid.*e.g. freq=0.\d"):
         infer_freq(read_panel(numeric, detect_spec(numeric, time_col="t")))
-    with warnings.catch_warnings():  # dropped rows of a grid: every spacing a whole number of steps
-        warnings.simplefilter("error", UserWarning)
-        hourly = pd.date_range("2021-01-01", periods=300, freq="h")[rng.random(300) > 0.3]
-        infer_freq(read_panel(pd.DataFrame({"y": 0.0}, index=hourly), detect_spec(pd.DataFrame({"y": 0.0}, index=hourly))))
+    for kept in (0.7, 0.35):  # rows dropped from a grid, lightly or so heavily that the median is 2 steps
+        hourly = pd.DataFrame({"y": 0.0}, index=pd.date_range("2021-01-01", periods=300, freq="h")[rng.random(300) < kept])
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            infer_freq(read_panel(hourly, detect_spec(hourly)))
+        assert not any("no regular grid" in str(w.message) for w in record)
+    mixed = pd.concat([pd.DataFrame({"unique_id": f"{every}h-{i}", "y": 0.0,
+                                     "ds": pd.date_range("2021", periods=100, freq=f"{every}h")})
+                       for every in (1, 2) for i in range(2)])  # a median of 1.5 h between two grids
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        infer_freq(read_panel(mixed, detect_spec(mixed)))
+    assert not any("no regular grid" in str(w.message) for w in record)
 
 
 def test_scaler_ignores_missing_values_and_keeps_constant_series_finite():

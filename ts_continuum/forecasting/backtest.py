@@ -79,6 +79,7 @@ def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None,
     windows = f._windows(panel, f.freq_)
     cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
     w = score_windows(f, panel, windows, cutoffs, "backtest", "their errors are in-sample and optimistic")
+    warn_unscored(f, w, "backtest")
     if levels is None:
         return backtest_result(f, w, season_length=season_length)
     _warn_calibration_overlap(f, w)
@@ -98,6 +99,7 @@ def run_calibration(forecaster, df: pd.DataFrame, n_windows: int, step: int | No
     cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
     w = score_windows(f, panel, windows, cutoffs, "calibrate",
                       "their errors are in-sample and too small, so the intervals would be too narrow")
+    warn_unscored(f, w, "calibrate")
     return calibration_from(f, panel, w)
 
 
@@ -173,13 +175,14 @@ def score_windows(f, panel, windows: Windows, cutoffs: np.ndarray, what: str, in
     f._check_history(windows, panel.values, origins, panel, series)  # counts observations: unscaled values do
     predicted, std = _forecasts(f, panel, windows, origins, series)
     actual, matched = windows.targets(panel.values, origins)
-    _warn_unscored(f, panel, matched, what)
     return ScoredWindows(panel, origins, series, predicted, std, actual, matched)
 
 
-def _warn_unscored(f, panel, matched: np.ndarray, what: str) -> None:
-    """Scores of n = 0 are NaN, easy to miss in a table: say which targets nothing scored, and why."""
-    none = [name for c, name in enumerate(f.spec_.target_cols) if not matched[:, :, c].any()]
+def warn_unscored(f, w: ScoredWindows, what: str) -> None:
+    """Scores of n = 0 are NaN, easy to miss in a table: say which targets nothing scored, and why.
+    Called once on all the windows of a call (a refit fold alone may have none of a target)."""
+    panel = w.panel
+    none = [name for c, name in enumerate(f.spec_.target_cols) if not w.matched[:, :, c].any()]
     if none:
         warnings.warn(
             f"{what}: no forecast of {', '.join(map(repr, none))} could be scored (n = 0, its scores are NaN): no "
@@ -197,7 +200,21 @@ def backtest_result(f, w: ScoredWindows, intervals: tuple | None = None,
     if season_length is not None:
         baselines["snaive"] = _seasonal_naive(w.panel, series_steps(w.panel, f.freq_), w.origins, w.series,
                                               f.horizon, int(season_length))
+        _warn_short_seasons(w, baselines["snaive"], int(season_length))
     return _result(f.spec_, w, times, baselines, intervals)
+
+
+def _warn_short_seasons(w: ScoredWindows, snaive: np.ndarray, season_length: int) -> None:
+    """The seasonal naive forecast needs a season of history; where a series lacks it, its scores
+    average over fewer points than the model's (``snaive_n``), or are NaN: say so."""
+    missing = int((w.matched & np.isnan(snaive)).sum())
+    if missing:
+        short = dict.fromkeys(w.panel.ids[w.series[(w.matched & np.isnan(snaive)).any((1, 2))]])
+        warnings.warn(
+            f"season_length={season_length}: {missing} of {int(w.matched.sum())} scored points have no observation "
+            f"a season earlier in their series (series {listing(short)}), so snaive_mse and snaive_mae average over "
+            "fewer points than the model's (snaive_n against n), and are NaN where none is left",
+            UserWarning, stacklevel=user_stacklevel())
 
 
 def _observed_so_far(panel) -> np.ndarray:
@@ -315,6 +332,8 @@ def _result(spec, w: ScoredWindows, times: np.ndarray, baselines: dict[str, np.n
             for name, (e, scored) in baseline_errors.items():
                 points = scored.sum(axis)
                 out[f"{name}_mse"], out[f"{name}_mae"] = (e**2).sum(axis) / points, np.abs(e).sum(axis) / points
+                if name != "naive":  # persistence always has a value where the model is scored
+                    out[f"{name}_n"] = points
             if intervals is not None:
                 levels, lo, hi = intervals
                 for i, level in enumerate(levels):

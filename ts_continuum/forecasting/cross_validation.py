@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .backtest import (BacktestResult, ScoredWindows, backtest_result, calibration_from, check_season_length,
-                       score_windows, window_cutoffs)
+                       score_windows, warn_unscored, window_cutoffs)
 from .intervals import Calibration
 from .timing import describe
 from .windows import EPS, Windows
@@ -49,7 +49,9 @@ def run_cross_validation(f, df: pd.DataFrame, n_windows: int, step: int | None, 
         model = type(f)(**f.init_args)
         model._fit_panel(spec, panel.take(windows.steps <= cutoffs[:, first][panel.codes] + EPS), freq, val_size)
         parts.append(score_windows(model, panel, windows, scored, "cross_validation", IN_SAMPLE))
-    return backtest_result(model, _merge(parts), season_length=season_length)
+    merged = _merge(parts)
+    warn_unscored(model, merged, "cross_validation")
+    return backtest_result(model, merged, season_length=season_length)
 
 
 def held_out_calibration(f, spec, panel, freq, n_windows: int, step: int | None,
@@ -62,7 +64,9 @@ def held_out_calibration(f, spec, panel, freq, n_windows: int, step: int | None,
     _check_training_span(f, panel, windows, cutoffs, freq, val_size, "fit(calibration_windows=...)")
     model = type(f)(**f.init_args)
     model._fit_panel(spec, panel.take(windows.steps <= cutoffs[:, 0][panel.codes] + EPS), freq, val_size)
-    return calibration_from(model, panel, score_windows(model, panel, windows, cutoffs, "calibration", IN_SAMPLE))
+    w = score_windows(model, panel, windows, cutoffs, "calibration", IN_SAMPLE)
+    warn_unscored(model, w, "fit(calibration_windows=...)")
+    return calibration_from(model, panel, w)
 
 
 def _check_training_span(f, panel, windows: Windows, cutoffs: np.ndarray, freq: float,

@@ -24,7 +24,7 @@ from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_backtest, plot_forecast, plot_learning_curve
 from .scaling import Scaler
 from .timing import (check_calendar, check_resolution, describe, future_times, infer_freq, irregularity, parse_freq,
-                     spacing_hint, warn_business_days, warn_spacing_mismatch)
+                     spacing_hint, typical_spacing, warn_business_days, warn_spacing_mismatch)
 from .training import check_finite_weights, run_fit, seeded
 from .windows import EPS, Windows, window_loader
 
@@ -88,7 +88,6 @@ class Forecaster:
         self.model_cls = MODELS[self.model_name]
         self.attention, self.pos_encoding, self.freq = attention, pos_encoding, freq
         self.options = split_options(self.model_cls, kwargs, MODEL_ARGS)
-        check_trains(self.options)
         self.init_args = dict(model=self.model_name, horizon=self.horizon, lookback=self.lookback,
                               attention=attention, freq=freq, pos_encoding=pos_encoding,
                               # saved only when set, so older versions still load what does not use it
@@ -154,6 +153,7 @@ class Forecaster:
 
     def _fit_panel(self, spec: FrameSpec, panel: Panel, freq, val_size: int | None) -> "Forecaster":
         check_backend(self.options)  # here, not in __init__: a model trained on a GPU still loads on a CPU
+        check_trains(self.options)  # likewise: an older save made with such settings still loads
         windows = self._windows(panel, freq)
         span = windows.steps[panel.last_rows]  # steps from each series' first to last observation
         self._check_span(panel, span, freq, val_size or 0)
@@ -188,11 +188,16 @@ class Forecaster:
         check_finite_weights(module, curve)
         self.fit_metrics_, self.learning_curve_ = metrics, learning_curve_frame(curve)
         last = windows.in_lo[panel.last_rows][panel.codes]  # the input window behind predict()
-        self._set_fitted(model.eval(), spec, freq, scaler, panel.take(np.arange(len(panel.times)) >= last))
+        self._set_fitted(model.eval(), spec, freq, scaler, panel.take(np.arange(len(panel.times)) >= last),
+                         typical_spacing(panel))
         return self
 
-    def _set_fitted(self, model: torch.nn.Module, spec: FrameSpec, freq, scaler: Scaler, context: Panel) -> None:
+    def _set_fitted(self, model: torch.nn.Module, spec: FrameSpec, freq, scaler: Scaler, context: Panel,
+                    spacing: float | None) -> None:
+        """``spacing``: the training data's typical spacing (native units; None in older saves), the
+        reference for data given later."""
         self.model_, self.spec_, self.freq_, self.scaler_, self.context_ = model, spec, freq, scaler, context
+        self.spacing_ = spacing
         self.series_ = {sid: i for i, sid in enumerate(context.ids)}
         self.calibration_: Calibration | None = None  # errors of another model would not describe this one
 
@@ -259,7 +264,7 @@ class Forecaster:
     def _read(self, df: pd.DataFrame, what: str) -> Panel:
         panel = read_panel(df, self.spec_, what)
         check_resolution(panel, self.freq_, self.lookback)
-        warn_spacing_mismatch(panel, self.freq_, self.lookback, what)
+        warn_spacing_mismatch(panel, self.spacing_, self.freq_, self.lookback, what)
         self._warn_if_blind(panel, self.freq_)
         return panel
 

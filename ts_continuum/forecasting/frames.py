@@ -158,6 +158,8 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
     needed = [c for c in (spec.id_col, spec.time_col) if c is not None] + list(spec.target_cols)
     _require_columns(df, needed, f"{what} ({spec.kind} format, as at fit)")
     _require_unique(df, needed)
+    if spec.time_col is None and isinstance(df.index, pd.PeriodIndex):
+        raise ValueError(f"{what}: " + period_advice("the index", df.index.dtype, "df.index = df.index.to_timestamp()"))
     if spec.time_col is None and not (isinstance(df.index, pd.DatetimeIndex) or df.index.name == spec.index_name):
         raise ValueError(f"{what}: the model was fitted on a frame with the time in its index; "
                          "give a frame with the same kind of index")

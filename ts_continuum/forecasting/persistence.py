@@ -110,6 +110,7 @@ def _config(f) -> tuple[str, list[str]]:
         "forecaster": args,
         "spec": f.spec_.to_dict(),
         "freq": f.freq_,
+        "spacing": f.spacing_,  # the training data's typical spacing, absent in older saves
         "time": {"kind": ctx.time_kind, "tz": ctx.tz, "dtype": ctx.time_dtype},
         "model_config": model_config,
         "ids": ids,
@@ -205,7 +206,8 @@ def load_forecaster(cls, path: Path):
         calibration = None  # absent: never calibrated
         if "calibration" in arrays.files:
             calibration = Calibration(arrays["calibration"], arrays.get("calibration_until"))
-    f._set_fitted(model.eval(), FrameSpec.from_dict(config["spec"]), config["freq"], scaler, context)
+    f._set_fitted(model.eval(), FrameSpec.from_dict(config["spec"]), config["freq"], scaler, context,
+                  config.get("spacing"))
     f.calibration_ = calibration
     f.fit_metrics_ = {k: math.nan if v is None else v for k, v in config.get("fit_metrics", {}).items()}
     f.learning_curve_ = learning_curve_frame(config.get("learning_curve", []))  # [] in older saves

@@ -83,6 +83,14 @@ BUSINESS_DAY_FIX = ("start = {t}.min().to_datetime64().astype('datetime64[D]'); 
                     "np.busday_offset(start, n)")
 
 
+def local_dates_ref(time_ref: str, tz: str | None) -> str:
+    """How the user reaches the times as local wall times: numpy reads tz-aware times in UTC, where
+    midnight east of Greenwich falls on the previous day."""
+    if tz is None:
+        return time_ref
+    return f"{time_ref}.dt.tz_localize(None)" if time_ref.startswith("df[") else f"{time_ref}.tz_localize(None)"
+
+
 def warn_business_days(panel: Panel, freq: float | int, time_ref: str) -> None:
     """Warn when daily datetimes skip every weekend: a step of one calendar day then puts forecasts on
     Saturdays and Sundays (horizon 5 covers 3 business days) and shows each weekend to the model as
@@ -94,13 +102,13 @@ def warn_business_days(panel: Panel, freq: float | int, time_ref: str) -> None:
     if not (np.abs(diffs - 3 * DAY) <= slack).any():
         return
     t = pd.DatetimeIndex(native_to_pandas(panel.times, panel.time_kind, panel.tz, panel.time_dtype))
-    if (t.dayofweek >= 5).any():
+    if (t.day_of_week >= 5).any():
         return
     warnings.warn(
         "the times look like business days (no Saturday or Sunday, three days from Friday to Monday), but the "
         "nominal step is one calendar day: forecasts fall on every day, weekends included (a horizon of 5 covers "
         "3 business days), and the model sees each weekend as two missing days. To forecast business days, fit on "
-        f"business-day numbers: {BUSINESS_DAY_FIX.format(t=time_ref)}",
+        f"business-day numbers: {BUSINESS_DAY_FIX.format(t=local_dates_ref(time_ref, panel.tz))}",
         UserWarning, stacklevel=user_stacklevel())
 
 
@@ -190,20 +198,24 @@ def _warn_if_off_grid(panel: Panel, diffs: np.ndarray, step: float | int) -> Non
     """Times sampled in continuous time (no two gaps alike) lie on no grid: the median spacing is then
     an arbitrary duration such as 45 min 31.7 s, which horizon and lookback count and forecast times
     step by. Say so, with a round step to pass instead."""
-    steps = to_steps(diffs, step)
-    if len(diffs) < 10 or np.mean(steps == np.rint(steps)) >= 0.5:
+    if len(diffs) < 10:
+        return
+    _, counts = np.unique(np.round(diffs / step, 6), return_counts=True)  # as in infer_freq: float times are noisy
+    if counts.max() >= COMMON * len(diffs):  # a spacing many gaps share: a grid, thinned or mixed in rate
         return
     if panel.time_kind == "datetime":
         value = pd.Timedelta(step)
         unit = next((u for u in ("h", "min", "s", "ms") if value >= pd.Timedelta(1, u)), "us")
-        suggestion = f"freq={pd.tseries.frequencies.to_offset(max(value.round(unit), pd.Timedelta(1, unit))).freqstr!r}"
+        rounded = max(value.round(unit), pd.Timedelta(1, unit))
+        example = f" (e.g. freq={pd.tseries.frequencies.to_offset(rounded).freqstr!r})" if rounded != value else ""
     else:
-        suggestion = f"freq={float(f'{step:.1g}'):g}"
+        rounded = float(f"{step:.1g}")
+        example = f" (e.g. freq={rounded:g})" if rounded != step else ""
     warnings.warn(
-        f"the times lie on no regular grid (most spacings are not whole multiples of their median), so the nominal "
+        f"the times lie on no regular grid (no spacing is shared by {COMMON:.0%} of the gaps), so the nominal "
         f"step was inferred as the median spacing, {describe(step, panel.time_kind)}: horizon and lookback count "
         f"steps of that length and forecast times are last + k * {describe(step, panel.time_kind)}. Pass a round "
-        f"step instead, e.g. {suggestion}", UserWarning, stacklevel=user_stacklevel())
+        f"step with freq={example}", UserWarning, stacklevel=user_stacklevel())
 
 
 def check_resolution(panel: Panel, freq: float | int, lookback: int) -> None:
@@ -250,18 +262,23 @@ def spacing_hint(panel: Panel, freq: float | int) -> str:
             f"({describe(freq, panel.time_kind)}): check freq=, or leave it None to infer the spacing")
 
 
-def warn_spacing_mismatch(panel: Panel, freq: float | int, lookback: int, what: str) -> None:
-    """Warn when data given to a fitted model is spaced fourfold or more away from the step it was
-    fitted on: its lookback then holds a few observations (or far too many), and no error says so."""
-    spacing = far_spacing(panel, freq)
+def warn_spacing_mismatch(panel: Panel, trained: float | None, freq: float | int, lookback: int, what: str) -> None:
+    """Warn when data given to a fitted model is spaced fourfold or more away from the data it was
+    fitted on (``trained``: that data's typical spacing; None in older saves, then the step): its
+    lookback then holds a few observations (or far too many), and no error says so."""
+    reference = float(freq) if trained is None else trained
+    spacing = far_spacing(panel, reference)
     if spacing is None:
         return
+    kind = panel.time_kind
+    fitted_on = ("" if trained is None else f"data typically spaced {describe(trained, kind)} apart, with ") + (
+        f"a nominal step of {describe(freq, kind)}")
     warnings.warn(
-        f"{what} is typically spaced {describe(spacing, panel.time_kind)} apart, but the model was fitted with a "
-        f"nominal step of {describe(freq, panel.time_kind)}: its lookback of {lookback} steps sees about "
-        f"{lookback * float(freq) / spacing:.3g} observations per series and it forecasts steps of "
-        f"{describe(freq, panel.time_kind)}. Resample the data to the model's step, or fit a model on data spaced "
-        "like this", UserWarning, stacklevel=user_stacklevel())
+        f"{what} is typically spaced {describe(spacing, kind)} apart, but the model was fitted on {fitted_on}: its "
+        f"lookback of {lookback} steps sees about {lookback * float(freq) / spacing:.3g} observations of this data "
+        f"per series, against about {lookback * float(freq) / reference:.3g} in training, and it forecasts steps of "
+        f"{describe(freq, kind)}. Resample the data like the training data, or fit a model on data spaced like this",
+        UserWarning, stacklevel=user_stacklevel())
 
 
 def to_steps(delta: np.ndarray, freq: float | int) -> np.ndarray:

@@ -89,7 +89,7 @@ def seeded(seed: int):
     generators back: a loop that draws random numbers between fits (bootstrap samples, noise) must
     not get the same draws after every fit."""
     python_state, numpy_state = random.getstate(), np.random.get_state()
-    seed_variable = os.environ.get("PL_GLOBAL_SEED")
+    variables = {name: os.environ.get(name) for name in ("PL_GLOBAL_SEED", "PL_SEED_WORKERS")}  # seed_everything's
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     try:
         with torch.random.fork_rng(devices=cuda):
@@ -98,10 +98,11 @@ def seeded(seed: int):
     finally:
         random.setstate(python_state)
         np.random.set_state(numpy_state)
-        if seed_variable is None:
-            os.environ.pop("PL_GLOBAL_SEED", None)
-        else:
-            os.environ["PL_GLOBAL_SEED"] = seed_variable
+        for name, value in variables.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager

@@ -524,3 +524,14 @@ def test_observations_closer_than_the_model_resolves_are_refused_by_name():
     f = Forecaster(**{**TINY, "freq": "15min"}, limit_train_batches=2).fit(quarter_hourly)
     with pytest.raises(ValueError, match="closer than the model can tell apart"):
         f.predict(close)
+
+
+@pytest.mark.parametrize("name", ["ds", "unique_id", "when"])
+def test_a_series_named_like_the_time_or_id_column_is_refused_with_the_rename(name):
+    series = pd.Series(np.sin(np.arange(80) / 5), index=pd.date_range("2021", periods=80, freq="h"), name=name)
+    column = "id" if name == "unique_id" else "time"
+    time_col = "when" if name == "when" else "ds"
+    with pytest.raises(ValueError, match=rf"a Series named '{name}', the name of the {column} column.*"
+                                         r"series.rename\('y'\)"):
+        Forecaster(**TINY).fit(series, time_col=time_col)
+    Forecaster(**TINY, limit_train_batches=1).fit(series.rename("y"), time_col=time_col)  # the advice works

@@ -15,11 +15,12 @@ import sys
 import pytest
 import torch
 
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
+import triton.language as tl  # noqa: E402,F401  (visible to the jit spies below, as the interpreter requires)
 
 from ts_continuum import continuous_attention  # noqa: E402
 from ts_continuum.attention import backends  # noqa: E402
-from ts_continuum.kernels import continuous_bwd, tuning  # noqa: E402
+from ts_continuum.kernels import continuous_bwd, continuous_fwd, moments, tuning  # noqa: E402
 from ts_continuum.kernels.autograd import triton_backend  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -186,6 +187,39 @@ def test_float32_forward_uses_the_full_moment_series(causal):
 def test_float16_within_flash_attention_rule(causal, sink):
     tensors, kw = make_case(B=2, H=2, T=45, D=32, lengths=[45, 30], seed=11)
     assert_half_match(tensors, sink, torch.float16, atol=2e-3, causal=causal, **kw)
+
+
+# The interpreter runs a jit function's source in its module's globals (closures are lost), so the
+# spies and what they record live here.
+SHORT_FLAGS: dict[str, list[bool]] = {"forward": [], "backward": []}
+
+
+@triton.jit
+def _forward_moments_spy(u, SHORT):
+    SHORT_FLAGS["forward"].append(bool(getattr(SHORT, "value", SHORT)))
+    return moments.forward_moments(u, SHORT)
+
+
+@triton.jit
+def _all_moments_spy(u, SHORT):
+    SHORT_FLAGS["backward"].append(bool(getattr(SHORT, "value", SHORT)))
+    return moments.all_moments(u, SHORT)
+
+
+@pytest.mark.skipif(not INTERPRET, reason="spies on the kernels' Python source (interpreter only)")
+@pytest.mark.parametrize("dtype,short", [(torch.float32, False), (torch.float16, True)])
+def test_each_pass_takes_the_moment_series_meant_for_its_precision(monkeypatch, dtype, short):
+    """The short series is for half-precision inputs only. Its error (1e-6 at most) lies under what
+    float32 gradients can resolve end to end (the float32 forward has its own numerical test above), so
+    the choice each pass makes is read directly: spies record the SHORT flag every call passes."""
+    for seen in SHORT_FLAGS.values():
+        seen.clear()
+    monkeypatch.setattr(continuous_fwd, "forward_moments", _forward_moments_spy)
+    monkeypatch.setattr(continuous_bwd, "all_moments", _all_moments_spy)
+    tensors, kw = make_case(B=1, H=1, T=37, D=16, seed=14)
+    run("triton", tensors, dtype, "learned", causal=True, **kw)
+    for name, seen in SHORT_FLAGS.items():
+        assert seen and set(seen) == {short}, f"{name} pass took SHORT={sorted(set(seen))} for {dtype}"
 
 
 @pytest.fixture

@@ -492,3 +492,26 @@ def test_ts_continuum_traceback_keeps_the_traceback_of_bad_input(config, monkeyp
     with pytest.raises(ValueError, match="not a date") as info:
         main(["fit", "--config", str(config)])
     assert not isinstance(info.value, CLIError)
+
+
+def test_a_value_error_from_compiled_code_called_by_the_library_names_the_calling_line():
+    """A traceback ends at the last Python frame: a ValueError raised inside a C function that
+    ts-continuum called would otherwise pass for one of its own checks, with no origin and no hint."""
+    from ts_continuum.training.errors import raised_outside
+
+    source = "def check(x):\n    raise ValueError('own check')\n\ndef compute(x):\n    return int(x)\n"
+    scope = {"__name__": "ts_continuum.fake"}
+    exec(compile(source, "/somewhere/fake.py", "exec"), scope)
+    with pytest.raises(ValueError) as own:
+        scope["check"]("a")
+    assert raised_outside(own.value) is None
+    with pytest.raises(ValueError) as compiled:
+        scope["compute"]("a")
+    assert raised_outside(compiled.value) == "compiled code called from ts_continuum.fake, fake.py:5"
+    try:
+        try:
+            scope["check"]("a")
+        except ValueError:
+            raise  # a bare re-raise is still the library's own check
+    except ValueError as error:
+        assert raised_outside(error) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dis
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,17 +15,28 @@ class CLIError(ValueError):
 
 
 def raised_outside(error: BaseException) -> str | None:
-    """Where ``error`` was raised, as 'module, file:line', when that is not ts-continuum's own code
-    (whose checks say what to change), else None."""
+    """Where ``error`` was raised, as 'module, file:line', when that is not one of ts-continuum's own
+    checks (which say what to change), else None. An error raised inside compiled code (torch's C++,
+    numpy) that ts-continuum called is named by the calling line, marked as compiled code."""
     tb = error.__traceback__
     if tb is None:
         return None
     while tb.tb_next is not None:
         tb = tb.tb_next
     module = tb.tb_frame.f_globals.get("__name__", "?")
-    if module == "ts_continuum" or module.startswith("ts_continuum."):
-        return None
-    return f"{module}, {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+    where = f"{module}, {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+    if not (module == "ts_continuum" or module.startswith("ts_continuum.")):
+        return where
+    return None if _raised_by_a_raise_statement(tb) else f"compiled code called from {where}"
+
+
+def _raised_by_a_raise_statement(tb) -> bool:
+    """Whether the innermost frame raised the error itself rather than in a C function it called (a
+    traceback ends at the last Python frame, so both look alike there)."""
+    for instruction in dis.get_instructions(tb.tb_frame.f_code):
+        if instruction.offset == tb.tb_lasti:
+            return instruction.opname in ("RAISE_VARARGS", "RERAISE")
+    return True  # offset not found: trust the frame, as before
 
 
 @contextmanager

@@ -447,6 +447,7 @@ def test_a_forecast_model_without_attention_trains_from_the_cli(config, tmp_path
     (["--data.lookback", "300"], "too little history"),  # used to fail inside trainer.fit
     (["--model.lr", "-1"], "lr must be a positive number, got -1.0"),  # Adam's error, after config.yaml
     (["--model.weight_decay", "-0.1"], "weight_decay must be a number >= 0"),
+    (["--trainer.precision", "16-true"], "precision='16-true' trains float16 weights with Adam"),  # NaN after a step
 ])
 def test_bad_options_and_data_are_refused_in_one_line_before_the_run_folder(config, tmp_path, args, match):
     message = refused("fit", "--config", str(config), *args)

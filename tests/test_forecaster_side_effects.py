@@ -95,3 +95,14 @@ def test_the_triton_backend_on_the_cpu_is_refused_before_training(monkeypatch):
     with pytest.raises(ValueError, match=r"attention_backend='triton' cannot train with accelerator='cpu'"):
         forecaster.fit(long_frame(), target_cols=TARGETS)
     assert forecaster.model_ is None
+
+
+def test_float16_weights_are_refused_before_training_because_adam_turns_them_nan():
+    model = torch.nn.Linear(4, 1).half()  # why: one Adam step on float16 weights with small gradients
+    model(torch.full((8, 4), 1e-3, dtype=torch.float16)).sum().mul(1e-3).backward()
+    torch.optim.Adam(model.parameters(), lr=1e-3).step()
+    assert not torch.isfinite(model.weight).all()
+    forecaster = Forecaster(**TINY, precision="16-true")
+    with pytest.raises(ValueError, match=r"precision='16-true' trains float16 weights with Adam.*'bf16-mixed'"):
+        forecaster.fit(long_frame(), target_cols=TARGETS)
+    assert forecaster.model_ is None

@@ -39,6 +39,16 @@ def dm(tiny_csv):
     return ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, batch_size=16, drop=0.3, regime_seed=0)
 
 
+def test_a_plain_trainer_at_16_true_is_refused_before_the_first_step(dm, tmp_path):
+    """The module's own check, for Trainers that neither the CLI nor Forecaster built."""
+    module = ForecastingModule(tiny_patchtst(), lr_schedule="constant")
+    trainer = L.Trainer(accelerator="cpu", max_epochs=1, default_root_dir=tmp_path, logger=False,
+                        enable_progress_bar=False, enable_model_summary=False, precision="16-true")
+    with pytest.raises(ValueError, match="precision='16-true' trains float16 weights"):
+        trainer.fit(module, dm)
+    assert trainer.global_step == 0
+
+
 @pytest.mark.parametrize("model", ["patchtst", "encoder"])
 def test_tiny_end_to_end_fit_learns_and_tests(dm, tmp_path, model):
     L.seed_everything(0)

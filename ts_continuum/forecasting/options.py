@@ -16,6 +16,7 @@ import torch
 
 from ..attention.backends import triton_available
 from ..training import ForecastingModule
+from ..training.module import check_precision
 from .errors import did_you_mean
 
 SET_BY_FORECASTER = {"n_channels": "the number of target columns", "model": "Forecaster(model=...)"}
@@ -82,7 +83,9 @@ def check_backend(options: Options) -> None:
 
 def check_trains(options: Options) -> None:
     """Lightning accepts a run that trains nothing (``max_epochs=0``, ``max_steps=0``,
-    ``limit_train_batches=0``); a Forecaster would then forecast with its random initial weights."""
+    ``limit_train_batches=0``); a Forecaster would then forecast with its random initial weights.
+    A precision Adam cannot train at is refused here too, before any work."""
+    check_precision(options.trainer.get("precision"))
     for name in ("max_epochs", "max_steps", "limit_train_batches"):
         value = options.trainer.get(name)
         if value is not None and not isinstance(value, bool) and value == 0:

@@ -35,7 +35,7 @@ from .checkpoint_checks import check_ckpt_model, check_ckpt_path, check_module_o
 from .errors import CLIError, user_input_errors
 from .learning_curve import LearningCurveWriter
 from .links import LINKED, check_linked, link_data_to_model
-from .module import DEFAULT_PCT_START, ForecastingModule, ResumeError, pct_start_unused
+from .module import DEFAULT_PCT_START, ForecastingModule, ResumeError, check_precision, pct_start_unused
 from .prediction_writer import PredictionWriter
 from .run_folder import check_run_folder, remove_run_files
 
@@ -125,6 +125,8 @@ class ForecastCLI(LightningCLI):
             check_ckpt_model(self.subcommand, config["ckpt_path"], self._ckpt, self.model, config.get("config") or [])
         with user_input_errors():  # too little history for the splits: refused now, not inside trainer.fit
             self.datamodule.setup(self.subcommand)
+            if self.subcommand == "fit":  # predicting or testing at 16-true loads weights and works
+                check_precision(self.trainer.precision)
         if self.subcommand is not None:
             check_run_folder(self.trainer)
 

@@ -49,6 +49,16 @@ def check_optimiser(lr: float, weight_decay: float) -> None:
         raise ValueError(f"weight_decay must be a number >= 0 (0: none), got {weight_decay!r}")
 
 
+def check_precision(precision: object) -> None:
+    """Adam keeps its state in the weights' dtype. Under '16-true' (float16 weights) its eps (1e-8)
+    and the squares of small gradients underflow to zero, so the first step divides zero by zero and
+    the weights become NaN, which would only show later as a diverged run."""
+    if str(precision) == "16-true":
+        raise ValueError("precision='16-true' trains float16 weights with Adam, whose eps (1e-8) and squared small "
+                         "gradients underflow to zero in float16: the first step would make the weights NaN. Use "
+                         "'16-mixed' on a GPU (float16 compute, float32 weights), 'bf16-mixed' or 'bf16-true'")
+
+
 def _finite(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -174,6 +184,7 @@ class ForecastingModule(L.LightningModule):
 
     # --- optimisation -------------------------------------------------------------------
     def configure_optimizers(self):
+        check_precision(self.trainer.precision)
         opt = torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
         schedule = self.hparams.lr_schedule
         if schedule == "constant":

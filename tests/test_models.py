@@ -413,8 +413,69 @@ def test_patchtst_lookback_shorter_than_a_patch_is_refused():
 @pytest.mark.parametrize("cls,match", [(PatchTST, "every channel needs at least one observed value"),
                                        (EncoderTransformer, "every window needs at least one observed time step")])
 def test_a_window_with_nothing_observed_is_a_clear_error(cls, match):
-    m = make(cls)
+    m = make(cls, revin=False)  # with RevIN, its per-channel check (below) names it first
     x, mask, t = irregular_batch(cls)
     mask[1] = False  # PatchTST: every channel of window 1 empty; the encoder: every step of it
     with pytest.raises(ValueError, match=match):
         m(x, mask, t)
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_revin_refuses_a_channel_never_observed_in_its_window(cls):
+    """RevIN scales each channel by its window's statistics: a channel with none was forecast at
+    about 0 by the encoder whatever its level (PatchTST refused it later, in its patching)."""
+    m = make(cls)
+    x, mask, t = irregular_batch(cls)
+    x[..., 1] += 50.0
+    mask[2, :, 1] = False
+    with pytest.raises(ValueError, match="every channel needs at least one observed value.*RevIN"):
+        m(x, mask, t)
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_non_finite_values_where_observed_are_refused(cls):
+    m = make(cls)
+    x, mask, t = irregular_batch(cls)
+    observed = torch.nonzero(mask[0, :, 1])[0, 0]
+    for bad in (float("nan"), float("inf")):
+        y = x.clone()
+        y[0, observed, 1] = bad
+        with pytest.raises(ValueError, match="x holds NaN or inf where x_mask is True"):
+            m(y, mask, t)
+    full = x.nan_to_num()
+    full[1, 2, 0] = -float("inf")
+    with pytest.raises(ValueError, match="x holds inf: .*pass x_mask"):
+        m(full)
+    y = x.clone()
+    y[~mask] = float("inf")  # where not observed, anything goes
+    torch.testing.assert_close(m(y, mask, t), m(x, mask, t))
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_a_unit_spaced_window_ending_before_the_origin_is_not_read_as_ending_at_it(cls):
+    """The fast path never reads x_time: a complete unit-spaced window whose last slot is 2 steps
+    before the origin took it and was forecast as if it ended at the origin, while one missing value
+    (or an offset of -2.1) changed the answer. Such windows take the time-aware path now."""
+    m = make(cls, attention="continuous")
+    L = m.lookback
+    x = torch.randn(2, L, m.n_channels)
+    grid = torch.arange(-L + 1, 1.0)
+    torch.testing.assert_close(m(x, None, grid), m(x), rtol=0, atol=0)  # the grid itself: the fast path
+    early, nearby = m(x, None, grid - 2.0), m(x, None, grid - 2.0 - 1e-4)
+    assert (early - m(x)).abs().max() > 1e-3  # the forecast lies 2 steps further ahead
+    torch.testing.assert_close(early, nearby, atol=1e-3, rtol=1e-3)  # continuous in x_time
+    observed = torch.ones_like(x, dtype=torch.bool)
+    observed[0, 3, 0] = False
+    torch.testing.assert_close(m(x, observed, grid - 2.0)[1], early[1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_x_time_in_another_float_dtype_than_the_model_is_taken(cls):
+    """float64 times (from numpy) beside a float32 model failed in PatchTST's patch embedding, and
+    only on batches with a missing value."""
+    m = make(cls)
+    x, mask, t = irregular_batch(cls)
+    torch.testing.assert_close(m(x, mask, t.double()), m(x, mask, t))
+    half = make(cls).to(torch.bfloat16)
+    y = half(x.to(torch.bfloat16), mask, t)  # float32 times beside a bfloat16 model
+    assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()

@@ -56,9 +56,16 @@ class ForecastModel(nn.Module):
                        else type(x_mask).__name__)
                 raise ValueError(f"x_mask must be a bool tensor of x's shape {tuple(x.shape)} (True = observed), "
                                  f"got {got}")
-        elif bool(torch.isnan(x).any()):
-            raise ValueError("x holds NaN but no x_mask was given; pass x_mask (True = observed) so missing "
-                             "values are left out, or fill them")
+        bad = ~torch.isfinite(x) if x_mask is None else ~torch.isfinite(x) & x_mask
+        if bool(bad.any()):  # one host sync; the details only when something is wrong
+            if x_mask is None and bool(torch.isnan(x).any()):
+                raise ValueError("x holds NaN but no x_mask was given; pass x_mask (True = observed) so missing "
+                                 "values are left out, or fill them")
+            if x_mask is None:
+                raise ValueError("x holds inf: the forecast would be NaN. Replace such values, or pass x_mask "
+                                 "(False = not observed) to leave them out")
+            raise ValueError("x holds NaN or inf where x_mask is True (observed): the forecast would be NaN. "
+                             "Replace such values, or mark them missing in x_mask (False = not observed)")
         if x_time is not None:
             if not isinstance(x_time, torch.Tensor) or tuple(x_time.shape) not in ((L,), (B, L)):
                 got = tuple(x_time.shape) if isinstance(x_time, torch.Tensor) else type(x_time).__name__
@@ -70,7 +77,9 @@ class ForecastModel(nn.Module):
     def input_times(self, x_time: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
         """(B, L) input times in nominal steps; the regular grid -L+1..0 when none are given."""
         B, L = x.shape[:2]
-        t = x_time if x_time is not None else torch.arange(-L + 1, 1, device=x.device, dtype=x.dtype)
+        # at least float32: half precision cannot hold every step of a long window (bf16: 256)
+        t = x_time if x_time is not None else torch.arange(-L + 1, 1, device=x.device,
+                                                          dtype=torch.promote_types(x.dtype, torch.float32))
         return t.expand(B, L) if t.dim() == 1 else t
 
 

@@ -11,11 +11,13 @@ import torch
 
 
 def is_regular(mask: torch.Tensor | None, times: torch.Tensor | None) -> bool:
-    """True when every input is observed on the unit grid: the fast path applies."""
+    """True when every input is observed on the grid -L+1, ..., 0 itself: the fast path, which
+    never reads the times, applies. A unit-spaced window that ends before the origin is not that
+    grid (its forecast lies further ahead), so it takes the irregular path."""
     if mask is not None and not bool(mask.all()):
         return False
-    if times is not None and times.shape[-1] > 1:
-        return bool((torch.diff(times, dim=-1) == 1).all())
+    if times is not None:
+        return bool((torch.diff(times, dim=-1) == 1).all() & (times[..., -1] == 0).all())
     return True
 
 

@@ -169,7 +169,8 @@ class PatchTST(ForecastModel):
         pv = values.unfold(1, self.patch_len, self.stride)[:, : self.n_patches]
         pt = t.unfold(1, self.patch_len, self.stride)[:, : self.n_patches]
         offsets, patch_time = self._offsets(pt)
-        tokens = self.embed(torch.cat([pv, offsets], dim=-1))
+        # offsets in the values' dtype: x_time may be float64 (numpy) or float32 beside a half model
+        tokens = self.embed(torch.cat([pv, offsets.to(pv.dtype)], dim=-1))
         if self.pos_encoding == "learned":
             tokens = tokens + self.pos[slot_index(n_patches, self.n_patches)]
         # padded patch times only need to be finite: continue the last valid patch's time

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -77,12 +79,44 @@ def test_numpy_numbers_and_list_lengths_are_accepted():
 
 
 def test_only_gaps_matter_even_far_from_zero_in_float32():
-    """Gaps are taken in float64: in float32, 1e7 - 0.5 (the sink point) rounds to 1e7 - 1 or 1e7."""
+    """Gaps are taken in float64: in float32, 1e7 - 0.5 (the sink point) rounds to 1e7 - 1 or 1e7.
+    Whole times are exact there, but float32 could not have held finer ones: that is said."""
     torch.manual_seed(0)
     q, k, v = qkv(B=1, T=6)
     near = continuous_attention(q, k, v, times=torch.arange(6.0, dtype=torch.float64), sink_gap=0.5, backend="torch")
-    far = continuous_attention(q, k, v, times=torch.arange(6.0) + 1e7, sink_gap=0.5, backend="torch")
+    with pytest.warns(UserWarning, match=r"times in torch.float32 reach 1e\+07, .* up to 1.19 apart"):
+        far = continuous_attention(q, k, v, times=torch.arange(6.0) + 1e7, sink_gap=0.5, backend="torch")
     torch.testing.assert_close(far, near, atol=1e-6, rtol=1e-6)
+
+
+def test_float32_times_too_coarse_for_their_gaps_are_warned_about_and_float64_ones_are_not():
+    """Unix seconds in float32 are multiples of 128 s: irregular gaps (here 3600, 1400, 4000 and 100 s)
+    come out as multiples of 128, still increasing, so the op would integrate over wrong segment
+    lengths without a word."""
+    torch.manual_seed(0)
+    q, k, v = qkv(B=1, T=5)
+    unix = 1.7e9 + torch.tensor([0.0, 3600, 5000, 9000, 9100], dtype=torch.float64)
+    with pytest.warns(UserWarning, match=r"times in torch.float32 reach 1.7\d*e\+09.*of the smallest gap seen.*float64"):
+        coarse = continuous_attention(q, k, v, times=unix.float(), backend="torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # float64, or float32 relative to an origin: silent
+        exact = continuous_attention(q, k, v, times=unix, backend="torch")
+        relative = continuous_attention(q, k, v, times=(unix - unix[0]).float(), backend="torch")
+    torch.testing.assert_close(relative, exact)
+    assert (coarse - exact).abs().max() > 1e-4  # the rounding the warning is about
+
+
+def test_times_that_require_grad_are_told_that_no_gradient_reaches_them():
+    q, k, v = qkv(B=1, T=5)
+    q.requires_grad_(True)
+    times = torch.arange(5.0, requires_grad=True)
+    with pytest.warns(UserWarning, match="no gradient flows to times.*times.detach"):
+        out = continuous_attention(q, k, v, times=times, backend="torch")
+    out.sum().backward()
+    assert times.grad is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        continuous_attention(q, k, v, times=times.detach(), backend="torch")  # the advice: silent
 
 
 def test_negative_scale_is_the_score_of_negated_queries():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Literal, get_args
 
 import torch
@@ -39,8 +40,11 @@ def continuous_attention(
             ``torch.nn.functional.scaled_dot_product_attention``. Query t is observation t.
         times: observation times in nominal steps, ``None`` (τ_i = i), ``(T,)`` or ``(B, T)``;
             strictly increasing over each sequence's valid positions. Gaps are taken in float64,
-            so large absolute times keep their resolution. No gradient flows to ``times``
-            (the maths doc, section 4): the segment lengths are data, not parameters.
+            so large absolute times given in float64 keep their resolution; float32 ones are
+            rounded before the op sees them (Unix seconds to 128 s), which is warned about: pass
+            them in float64 or relative to a nearby origin. No gradient flows to ``times`` (the
+            maths doc, section 4): the segment lengths are data, not parameters (a warning says so
+            when ``times`` requires grad).
         causal: query t integrates over [τ_0, τ_t]; otherwise every query integrates over its
             whole sequence.
         sink: the extra point at τ_1 - ``sink_gap``: ``"zero"`` (k = v = 0), ``"repeat"``
@@ -152,7 +156,11 @@ def _check_times(times, B: int, T: int, lengths, device) -> torch.Tensor | None:
         raise ValueError(f"times must be on the device of q ({device}), got {times.device}")
     if times.is_complex() or times.dtype == torch.bool:
         raise ValueError(f"times must be real numbers (nominal steps), got dtype {times.dtype}")
-    times = times.to(torch.float64)  # gaps in float64: float32 rounds 1e7 + 0.5 to 1e7
+    if times.requires_grad:
+        warnings.warn("times requires grad, but no gradient flows to times (the segment lengths are data, not "
+                      "parameters): times.grad stays None; pass times.detach() to say so", stacklevel=3)
+    given = times.dtype
+    times = times.detach().to(torch.float64)  # gaps in float64: float32 rounds 1e7 + 0.5 to 1e7
     t2 = times.reshape(-1, T)
     valid = torch.ones_like(t2, dtype=torch.bool)
     if lengths is not None:
@@ -162,12 +170,34 @@ def _check_times(times, B: int, T: int, lengths, device) -> torch.Tensor | None:
         raise ValueError("times must be finite at every valid position (found NaN or inf)")
     if T > 1:
         steps = (t2[:, 1:] - t2[:, :-1])[valid[:, 1:]]
-        if steps.numel() and not bool((steps > 0).all()):
-            raise ValueError(
-                "times must be strictly increasing over each sequence's valid positions "
-                "(found a repeated or decreasing timestamp); sort observations and drop duplicates"
-            )
+        if steps.numel():
+            # one host sync for both checks: sorted, and (times not in float64) not coarsely rounded
+            checks = [(steps > 0).all()] + ([_coarse(t2[valid], steps, given)] if given != torch.float64 else [])
+            increasing, *coarse = torch.stack(checks).tolist()
+            if not increasing:
+                raise ValueError(
+                    "times must be strictly increasing over each sequence's valid positions "
+                    "(found a repeated or decreasing timestamp); sort observations and drop duplicates"
+                )
+            if any(coarse):
+                _warn_coarse(t2[valid], steps, given)
     return times
+
+
+def _coarse(times: torch.Tensor, steps: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Whether times in float32 (or half) lie so far from 0 that the dtype's spacing there exceeds 10 %
+    of the smallest gap: they were rounded before the op saw them (Unix seconds in float32 are
+    multiples of 128 s), and the rounded gaps still increase, so nothing else notices."""
+    return times.abs().max() * torch.finfo(dtype).eps > 0.1 * steps.min()
+
+
+def _warn_coarse(times: torch.Tensor, steps: torch.Tensor, dtype: torch.dtype) -> None:
+    spacing, smallest = times.abs().max() * torch.finfo(dtype).eps, steps.min()
+    warnings.warn(f"times in {dtype} reach {float(times.abs().max()):.6g}, where that dtype's values lie up to "
+                  f"{float(spacing):.3g} apart ({float(spacing / smallest):.1%} of the smallest gap seen, "
+                  f"{float(smallest):.3g}): finer times were rounded before the op saw them. Unless they are "
+                  "whole multiples of that, pass times in float64 or relative to a nearby origin "
+                  "(times - times[..., :1])", stacklevel=4)
 
 
 def _check_sink_params(sink, sink_k, sink_v, q, v):

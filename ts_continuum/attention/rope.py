@@ -10,7 +10,9 @@ from __future__ import annotations
 import torch
 
 
-def rope_frequencies(head_dim: int, base: float = 10000.0, device=None) -> torch.Tensor:
+def rope_frequencies(head_dim: int, base: float = 10000.0,
+                     device: torch.device | str | None = None) -> torch.Tensor:
+    """The D/2 rotation rates θ_i = base^(-2i/D) (radians per nominal step), float32."""
     if head_dim % 2:
         raise ValueError(f"rotary embeddings need an even head dimension, got {head_dim}")
     return base ** (-torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)

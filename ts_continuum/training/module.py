@@ -184,7 +184,8 @@ class ForecastingModule(L.LightningModule):
 
     # --- optimisation -------------------------------------------------------------------
     def configure_optimizers(self):
-        check_precision(self.trainer.precision)
+        if self._trainer is not None:  # also called bare, to inspect the schedule
+            check_precision(self.trainer.precision)
         opt = torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
         schedule = self.hparams.lr_schedule
         if schedule == "constant":

@@ -124,6 +124,19 @@ def test_rope_scores_depend_only_on_time_differences_far_from_zero():
     torch.testing.assert_close(scores(t + 1e5), scores(t), atol=1e-4, rtol=1e-4)
 
 
+def test_apply_rope_names_wrong_shapes_and_is_exported():
+    from ts_continuum.attention import apply_rope, rope_frequencies
+
+    x = torch.randn(2, 3, 5, 8)
+    assert apply_rope(x, torch.arange(5.0)).shape == apply_rope(x, torch.zeros(2, 5)).shape == x.shape
+    for times in (torch.arange(4.0), torch.zeros(3, 5), [0.0, 1.0]):
+        with pytest.raises(ValueError, match=r"apply_rope needs times of shape \(T,\) = \(5,\) or \(B, T\)"):
+            apply_rope(x, times)
+    with pytest.raises(ValueError, match=r"x of shape \(B, H, T, D\)"):
+        apply_rope(x[0], torch.arange(5.0))
+    assert rope_frequencies(8).shape == (4,)
+
+
 def test_patchtst_irregular_readout_is_time_aligned():
     """Dropping the newest observations must tell the model the data ends earlier, not shift it."""
     m = make(PatchTST, attention="softmax", pos_encoding="learned")

@@ -23,7 +23,12 @@ def apply_rope(x: torch.Tensor, times: torch.Tensor, base: float = 10000.0) -> t
 
     Channel pairs are (i, i + D/2) (the "rotate half" layout).
     """
-    D = x.shape[-1]
+    if x.dim() != 4:
+        raise ValueError(f"apply_rope needs x of shape (B, H, T, D), got {tuple(x.shape)}")
+    B, _, T, D = x.shape
+    if not isinstance(times, torch.Tensor) or tuple(times.shape) not in ((T,), (B, T)):
+        got = tuple(times.shape) if isinstance(times, torch.Tensor) else type(times).__name__
+        raise ValueError(f"apply_rope needs times of shape (T,) = ({T},) or (B, T) = ({B}, {T}), got {got}")
     freqs = rope_frequencies(D, base, x.device).to(torch.float64)
     # angles in float64: in float32, times near 1e5 already shift q·k by 1 %; only differences matter
     # to q·k, but a learned sink key is not rotated, so the origin is kept as given

@@ -309,7 +309,7 @@ def test_business_days_are_warned_about_with_a_fix_that_works():
         warnings.simplefilter("error", UserWarning)
         forecast = Forecaster(**TINY, limit_train_batches=1).fit(numbered).predict()
     dates = pd.DatetimeIndex(np.busday_offset(start, forecast["ds"].to_numpy()))
-    assert (dates.dayofweek < 5).all() and dates[0] == days[-1] + pd.offsets.BDay(1) and len(dates) == H
+    assert (dates.day_of_week < 5).all() and dates[0] == days[-1] + pd.offsets.BDay(1) and len(dates) == H
     with pytest.raises(ValueError, match="'B' steps over weekends.*np.busday_count"):
         Forecaster(**TINY, freq="B").fit(df)
 
@@ -328,7 +328,7 @@ def test_the_business_day_fix_reads_local_dates_of_tz_aware_times():
 def test_daily_data_with_a_weekend_day_is_not_taken_for_business_days():
     days = pd.date_range("2021-01-04", periods=120, freq="D")
     df = pd.DataFrame({"unique_id": "a", "ds": days, "y": np.sin(np.arange(120) / 3)})
-    df = df[(df.ds.dt.dayofweek < 5) | (df.ds == "2021-02-06")]  # one Saturday observed
+    df = df[(df.ds.dt.day_of_week < 5) | (df.ds == "2021-02-06")]  # one Saturday observed
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         Forecaster(**TINY, limit_train_batches=1).fit(df)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,46 @@ def test_tiny_end_to_end_fit_learns_and_tests(dm, tmp_path, model):
     assert after[0]["val_mse"] < before[0]["val_mse"]
     test = trainer.test(module, dm, verbose=False)[0]
     assert set(test) == {"test_mse", "test_mae"} and all(torch.isfinite(torch.tensor(v)) for v in test.values())
+
+
+def test_lightnings_own_checkpoint_routes_refuse_another_model_or_other_resumed_options(dm, tmp_path):
+    """load_from_checkpoint(model=...) and trainer.test/fit(ckpt_path=...) load the weights into
+    whatever model was built: revin or sink (no weights of their own) differed without a word, and a
+    resumed fit kept the checkpoint's optimiser while logging the new lr."""
+    L.seed_everything(0)
+    module = ForecastingModule(tiny_patchtst(), lr=3e-3, lr_schedule="constant")
+    trainer = fit(module, dm, tmp_path, epochs=1)
+    path = tmp_path / "trained.ckpt"
+    trainer.save_checkpoint(path)
+    batch = next(iter(dm.test_dataloader()))
+    with torch.no_grad():
+        want = module.eval()(batch)
+        rebuilt = ForecastingModule.load_from_checkpoint(path).eval()  # no model=: rebuilt from the file
+        torch.testing.assert_close(rebuilt(batch), want)
+        dropout = ForecastingModule.load_from_checkpoint(path, model=tiny_patchtst(head_dropout=0.3)).eval()
+        torch.testing.assert_close(dropout(batch), want)  # evaluation does not use dropout
+    other = "sink: given 'repeat' (checkpoint: 'zero'), revin: given False (checkpoint: True)"
+    with pytest.raises(ValueError, match=re.escape(other) + ".*from_checkpoint"):
+        ForecastingModule.load_from_checkpoint(path, model=tiny_patchtst(revin=False, sink="repeat"))
+    plain = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, default_root_dir=tmp_path)
+    with pytest.raises(ValueError, match="attention: given 'continuous' \\(checkpoint: 'softmax'\\)"):
+        plain.test(ForecastingModule(tiny_patchtst("continuous")), dm, ckpt_path=path, verbose=False)
+    resumed = L.Trainer(accelerator="cpu", max_epochs=2, logger=False, enable_progress_bar=False,
+                        default_root_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"mix two recipes: loss='mae' \(checkpoint 'mse'\), lr=0.0001 \(checkpoint 0.003\)"):
+        resumed.fit(ForecastingModule(tiny_patchtst(), lr=1e-4, loss="mae", lr_schedule="constant"), dm,
+                    ckpt_path=path)
+    fit_same = L.Trainer(accelerator="cpu", max_epochs=2, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=tmp_path)
+    fit_same.fit(ForecastingModule(tiny_patchtst(), lr=3e-3, lr_schedule="constant"), dm, ckpt_path=path)
+    assert fit_same.current_epoch == 2
+
+
+def test_a_model_built_for_other_windows_than_the_data_module_is_named_before_training(dm, tmp_path):
+    module = ForecastingModule(PatchTST(n_channels=3, lookback=24, horizon=12, patch_len=8, stride=4, d_model=8,
+                                        n_heads=2, n_layers=1, d_ff=16, attention_backend="torch"))
+    with pytest.raises(ValueError, match=r"horizon 12 \(data module: 6\).*data module's lookback, horizon"):
+        fit(module, dm, tmp_path)
 
 
 def test_checkpoint_round_trip_and_attention_switch(dm, tmp_path):

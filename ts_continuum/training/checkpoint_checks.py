@@ -15,9 +15,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 
 from .errors import CLIError
 from .links import LINKED
-
-SAME_MATHS = ("attention_backend",)  # model arguments a checkpoint may be loaded with another value of
-EVAL_IDLE = ("dropout", "head_dropout")  # model arguments evaluation does not use (eval mode)
+from .module import model_differences
 CKPT_ENTRIES = ("pytorch-lightning_version", "state_dict", "model_class", "model_config")  # every fit writes them
 CKPT_EXAMPLE = "runs/<name>/version_<N>/checkpoints/best-....ckpt (or last.ckpt)"
 
@@ -94,15 +92,7 @@ def check_ckpt_model(subcommand: str, ckpt_path: str, ckpt: dict[str, Any], modu
     model = getattr(module, "model", None)
     if model is None:
         return
-    built = f"{type(model).__module__}.{type(model).__qualname__}"
-    saved_class, saved = ckpt["model_class"], ckpt["model_config"]
-    config = getattr(model, "config", {})
-    if built != saved_class:
-        differ = {"model class": (built, saved_class)}
-    else:
-        ignored = SAME_MATHS + (EVAL_IDLE if subcommand != "fit" else ())
-        differ = {k: (config.get(k, "(no such argument)"), old) for k, old in saved.items()
-                  if k not in ignored and config.get(k, "(no such argument)") != old}
+    differ = model_differences(ckpt, model, evaluating=subcommand != "fit")
     if not differ:
         return
     items = ", ".join(f"{k}: given {new!r} (checkpoint: {old!r})" for k, (new, old) in differ.items())

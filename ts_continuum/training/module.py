@@ -33,6 +33,8 @@ LOSSES = {"mse": F.mse_loss, "mae": F.l1_loss, "huber": F.smooth_l1_loss}
 SCHEDULES = get_args(Schedule)
 DEFAULT_PCT_START = 0.3
 STEPS_KEY = "lr_schedule_steps"  # checkpoint entry: the optimiser steps a onecycle/cosine schedule was planned for
+SAME_MATHS = ("attention_backend",)  # model arguments a checkpoint may be loaded with another value of
+EVAL_IDLE = ("dropout", "head_dropout")  # model arguments evaluation does not use (eval mode)
 
 
 class ResumeError(ValueError):
@@ -114,6 +116,19 @@ class ForecastingModule(L.LightningModule):
             {f"{split}_{name}": cls() for split in ("val", "test") for name, cls in
              (("mse", MeanSquaredError), ("mae", MeanAbsoluteError))}
         )
+
+    def setup(self, stage: str) -> None:
+        """A model built for other windows than the data module cuts (lookback, horizon, channels)
+        fails deep in torch, on a shape: named here instead, with both values."""
+        data = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        if data is None:
+            return
+        differ = [f"{name} {getattr(self.model, name)} (data module: {getattr(data, name)})"
+                  for name in ("lookback", "horizon", "n_channels")
+                  if hasattr(self.model, name) and hasattr(data, name) and getattr(self.model, name) != getattr(data, name)]
+        if differ:
+            raise ValueError(f"the model was built for other windows than the data module gives: {', '.join(differ)}; "
+                             "build the model with the data module's lookback, horizon and n_channels")
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.model(batch["x"], batch.get("x_mask"), batch.get("x_time"))
@@ -218,12 +233,32 @@ class ForecastingModule(L.LightningModule):
             checkpoint[STEPS_KEY] = self._schedule_steps
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        """Refuses to resume a onecycle/cosine schedule over another number of steps: the restored
-        schedule keeps its own plan, so OneCycleLR fails deep in torch once it runs past it, and cosine
-        jumps to another learning-rate curve without a word."""
+        """Refuses weights trained as another model (Lightning loads them into whatever model was
+        built: options without weights of their own, such as revin, sink or attention, would score
+        or train on as another model without a word), a resume with other training options (the
+        restored optimiser and schedule keep the checkpoint's), and a onecycle/cosine schedule resumed
+        over another number of steps (OneCycleLR fails deep in torch once it runs past its plan, and
+        cosine jumps to another learning-rate curve without a word)."""
         trainer = self._trainer  # None when loaded outside a Trainer (load_from_checkpoint)
-        if trainer is None or trainer.state.fn != TrainerFn.FITTING:
+        fitting = trainer is not None and trainer.state.fn == TrainerFn.FITTING
+        differ = model_differences(checkpoint, self.model, evaluating=not fitting)
+        if differ:
+            items = ", ".join(f"{k}: given {new!r} (checkpoint: {old!r})" for k, (new, old) in differ.items())
+            raise ResumeError(f"the checkpoint holds a model trained with other arguments than this one: {items}. "
+                              "Build the model with the checkpoint's arguments, or use "
+                              "ForecastingModule.from_checkpoint(path), which rebuilds it (and takes "
+                              "attention=... to score the weights with the other attention on purpose)")
+        if not fitting:
             return
+        saved = checkpoint.get("hyper_parameters") or {}
+        options = {k: (self.hparams[k], old) for k, old in saved.items()
+                   if k in self.hparams and k != "model" and self.hparams[k] != old}
+        if options:
+            text = ", ".join(f"{k}={new!r} (checkpoint {old!r})" for k, (new, old) in options.items())
+            raise ResumeError(f"a resumed fit continues the checkpoint's run, its optimiser and schedule state "
+                              f"included, so other training options would mix two recipes: {text}. Resume with the "
+                              "checkpoint's options, or start a new run from these weights "
+                              "(ForecastingModule.from_checkpoint(path) and a new Trainer)")
         planned = planned_steps(checkpoint)
         schedule = checkpoint.get("hyper_parameters", {}).get("lr_schedule", "step-wise")
         if planned is None:
@@ -249,17 +284,49 @@ class ForecastingModule(L.LightningModule):
         """Rebuild module and model from a checkpoint; ``model_overrides`` change model arguments
         that leave the parameters unchanged, e.g. ``attention="continuous"`` on a softmax-trained model."""
         ckpt = torch.load(path, map_location=map_location, weights_only=False)
-        if "model_class" not in ckpt:
-            raise ValueError(f"{path} was not written by ForecastingModule (no model_class entry)")
-        module_name, _, class_name = ckpt["model_class"].rpartition(".")
-        model_cls = getattr(importlib.import_module(module_name), class_name)
-        model = model_cls(**{**ckpt["model_config"], **model_overrides})
+        model = _rebuild_model(ckpt, path, model_overrides)
         # LightningCLI adds its own entries (e.g. "_instantiator") to the saved hyperparameters
         accepted = inspect.signature(cls.__init__).parameters
         hparams = {k: v for k, v in ckpt.get("hyper_parameters", {}).items() if k in accepted and k != "model"}
         module = cls(model=model, **hparams)
         module.load_state_dict(ckpt["state_dict"])
         return module
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path, map_location=None, hparams_file=None, strict=None,
+                             weights_only=None, **kwargs) -> "ForecastingModule":
+        """Lightning's loader. Without ``model=`` the model is rebuilt from the checkpoint (its class and
+        arguments are saved in it), as ``from_checkpoint`` does; with one, it must be built as trained."""
+        if "model" not in kwargs:
+            ckpt = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+            kwargs["model"] = _rebuild_model(ckpt, checkpoint_path, {})
+        return super().load_from_checkpoint(checkpoint_path, map_location=map_location, hparams_file=hparams_file,
+                                            strict=strict, weights_only=weights_only, **kwargs)
+
+
+def _rebuild_model(ckpt: dict, path, overrides: dict) -> nn.Module:
+    if "model_class" not in ckpt:
+        raise ValueError(f"{path} was not written by ForecastingModule (no model_class entry)")
+    module_name, _, class_name = ckpt["model_class"].rpartition(".")
+    model_cls = getattr(importlib.import_module(module_name), class_name)
+    return model_cls(**{**ckpt["model_config"], **overrides})
+
+
+def model_differences(checkpoint: dict, model: nn.Module, evaluating: bool) -> dict[str, tuple]:
+    """The model arguments (or the class) in which ``model`` differs from the one the checkpoint
+    was trained as, as {name: (given, checkpoint's)}: loading its weights into it would score
+    (or train on as) another model. Arguments with the same maths, and when ``evaluating`` the ones
+    eval mode does not use, may differ."""
+    built = f"{type(model).__module__}.{type(model).__qualname__}"
+    saved_class, saved = checkpoint.get("model_class"), checkpoint.get("model_config")
+    if saved_class is None or saved is None:
+        return {}
+    if built != saved_class:
+        return {"model class": (built, saved_class)}
+    config = getattr(model, "config", {})
+    ignored = SAME_MATHS + (EVAL_IDLE if evaluating else ())
+    return {k: (config.get(k, "(no such argument)"), old) for k, old in saved.items()
+            if k not in ignored and config.get(k, "(no such argument)") != old}
 
 
 def planned_steps(checkpoint: dict) -> int | None:

@@ -6,10 +6,12 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import get_args
 
 import lightning as L
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -114,6 +116,35 @@ def test_lightnings_own_checkpoint_routes_refuse_another_model_or_other_resumed_
                          enable_model_summary=False, default_root_dir=tmp_path)
     fit_same.fit(ForecastingModule(tiny_patchtst(), lr=3e-3, lr_schedule="constant"), dm, ckpt_path=path)
     assert fit_same.current_epoch == 2
+
+
+def test_a_checkpoint_keeps_the_scaling_it_was_trained_with(tiny_csv, tmp_path):
+    """The scaler was refitted on whatever the file held when a checkpoint was evaluated: the model
+    then saw inputs scaled otherwise than in training, without a word."""
+    csv = tmp_path / "series.csv"
+    df = pd.read_csv(tiny_csv)
+    df.to_csv(csv, index=False)
+    L.seed_everything(0)
+    dm = ForecastDataModule(str(csv), lookback=24, horizon=6, batch_size=16)
+    trainer = fit(ForecastingModule(tiny_patchtst(), lr_schedule="constant"), dm, tmp_path, epochs=1)
+    path = tmp_path / "trained.ckpt"
+    trainer.save_checkpoint(path)
+    mean, scale = dm.scaler.mean_.copy(), dm.scaler.scale_.copy()
+    df.assign(a=df["a"] + 5.0).to_csv(csv, index=False)  # the file changes after training
+    later = ForecastDataModule(str(csv), lookback=24, horizon=6, batch_size=16)
+    tester = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, default_root_dir=tmp_path)
+    with pytest.warns(UserWarning, match="no longer scale as when the checkpoint was trained.*checkpoint's scaling is used"):
+        tester.test(ForecastingModule(tiny_patchtst(), lr_schedule="constant"), later, ckpt_path=path, verbose=False)
+    np.testing.assert_allclose(later.scaler.mean_, mean)
+    np.testing.assert_allclose(later.splits["test"].values, ((later.frame.values - mean) / scale).astype(np.float32),
+                               rtol=1e-6, atol=1e-6)
+    same = ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, batch_size=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the unchanged file: silent
+        same.setup()
+        same.load_state_dict(dm.state_dict())
+    with pytest.raises(ValueError, match=r"trained on the channels \['a', 'b', 'c'\].*columns="):
+        ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, columns=["b", "a"]).load_state_dict(dm.state_dict())
 
 
 def test_a_model_built_for_other_windows_than_the_data_module_is_named_before_training(dm, tmp_path):

@@ -184,6 +184,38 @@ class ForecastDataModule(L.LightningDataModule):
         start, end = self.rows["train"]
         return StandardScaler().fit(self.frame.values[start:end])
 
+    def state_dict(self) -> dict:
+        """The scaling the model was trained with: Lightning saves it in every checkpoint, so that
+        evaluation scales inputs as training did even when the file has changed since."""
+        return {"scaler_mean": self.scaler.mean_.tolist(), "scaler_scale": self.scaler.scale_.tolist(),
+                "channels": self.channel_names}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Take a checkpoint's scaling (Lightning calls this when it restores a checkpoint, after
+        ``setup``); a file whose training rows now scale otherwise is warned about, and the
+        checkpoint's scaling is used."""
+        if "scaler_mean" not in state:  # a checkpoint from before the scaling was saved
+            return
+        mean, scale = np.asarray(state["scaler_mean"]), np.asarray(state["scaler_scale"])
+        channels = state.get("channels", self.channel_names)
+        if channels != self.channel_names:
+            raise ValueError(f"the checkpoint was trained on the channels {channels}, but this data module gives "
+                             f"{self.channel_names}; pass columns={channels}")
+        fitted = self.scaler
+        if np.allclose(fitted.mean_, mean, rtol=1e-6, atol=1e-9) and np.allclose(fitted.scale_, scale, rtol=1e-6):
+            return
+        warnings.warn(f"{self.dataset}: its training rows no longer scale as when the checkpoint was trained (means "
+                      f"{np.round(fitted.mean_, 4).tolist()}, checkpoint {np.round(mean, 4).tolist()}): the file "
+                      "has changed since (and with it, possibly, its splits). The checkpoint's scaling is used, so "
+                      "the model sees inputs scaled as in training", UserWarning, stacklevel=2)
+        saved = StandardScaler()
+        saved.mean_, saved.scale_, saved.var_ = mean, scale, scale ** 2
+        saved.n_features_in_, saved.n_samples_seen_ = len(mean), 0
+        self.__dict__["scaler"] = saved
+        if self.splits:  # set up already (Lightning restores after setup): cut the windows again
+            self.splits = {}
+            self.setup()
+
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return

@@ -234,3 +234,55 @@ def test_unknown_dataset_name_lists_the_bundled_ones():
     assert str(err.value) == (
         "'ETTh3' is neither a bundled dataset (ETTh1, ETTh2, ETTm1, ETTm2, weather) nor an existing file"
     )
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(columns="a"), r"columns must be a list of column names, got the string 'a'; pass columns=\['a'\]"),
+    (dict(columns=[]), "columns must be a non-empty list"),
+    (dict(columns=["a", "a"]), r"columns name \['a'\] more than once"),
+    (dict(regime_seed=None), "regime_seed must be a non-negative integer, got None"),
+    (dict(regime_seed=-1), "regime_seed must be a non-negative integer, got -1"),
+    (dict(drop="0.3"), r"drop must be a number, got '0.3' \(str\)"),
+    (dict(eval_batch_size=0), "eval_batch_size must be a positive integer, got 0"),
+    (dict(num_workers=-1), "num_workers must be a non-negative integer"),
+    (dict(lookback=1, drop=0.3), "drop=0.3 needs lookback >= 2"),
+])
+def test_bad_arguments_are_named_before_any_data_is_read(tiny_csv, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ForecastDataModule(str(tiny_csv), **{"lookback": 24, "horizon": 6, **kwargs})
+
+
+def test_numpy_integers_and_tuples_are_taken(tiny_csv):
+    dm = ForecastDataModule(str(tiny_csv), lookback=np.int64(24), horizon=np.int32(6), columns=("b", "a"))
+    dm.setup()
+    assert dm.lookback == 24 and isinstance(dm.lookback, int) and dm.channel_names == ["b", "a"]
+
+
+def test_a_text_column_can_be_left_out_and_non_finite_values_are_named(tiny_csv, tmp_path):
+    df = pd.read_csv(tiny_csv)
+    with_text = tmp_path / "text.csv"
+    df.assign(note="ok").to_csv(with_text, index=False)
+    with pytest.raises(ValueError, match=r"columns \['note'\] are not numeric.*leave the others out with columns"):
+        ForecastDataModule(str(with_text), lookback=24, horizon=6).setup()
+    ForecastDataModule(str(with_text), lookback=24, horizon=6, columns=["a", "b"]).setup()
+    infinite, huge = df.copy(), df.copy()
+    infinite.loc[7, "b"] = np.inf
+    infinite.to_csv(tmp_path / "inf.csv", index=False)
+    with pytest.raises(ValueError, match=r"column 'b' holds 1 infinite values \(first at row 7"):
+        ForecastDataModule(str(tmp_path / "inf.csv"), lookback=24, horizon=6).setup()
+    huge.loc[3, "c"] = 1e200
+    huge.to_csv(tmp_path / "huge.csv", index=False)
+    with pytest.raises(ValueError, match=r"column 'c' cannot be standardised.*1e\+200"):
+        ForecastDataModule(str(tmp_path / "huge.csv"), lookback=24, horizon=6).setup()
+    only_time = tmp_path / "time.csv"
+    df[["date"]].to_csv(only_time, index=False)
+    with pytest.raises(ValueError, match="holds no variable besides its time column 'date'"):
+        ForecastDataModule(str(only_time), lookback=24, horizon=6).setup()
+
+
+def test_a_drop_fraction_a_short_lookback_cannot_keep_is_warned_about(tiny_csv):
+    with pytest.warns(UserWarning, match=r"drop=0.6 removed only .*% of the inputs: every window of lookback 4"):
+        ForecastDataModule(str(tiny_csv), lookback=4, horizon=2, drop=0.6).setup()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, drop=0.6).setup()  # long enough: silent

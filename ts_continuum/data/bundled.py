@@ -59,7 +59,7 @@ def _verify(path: Path, expected: str) -> None:
         )
 
 
-def load_dataset(name: str | Path, verify: bool = True) -> pd.DataFrame:
+def load_dataset(name: str | Path, verify: bool = True, columns: list[str] | None = None) -> pd.DataFrame:
     """A benchmark dataset as a DataFrame with a DatetimeIndex and one numeric column per variable.
 
     ``name``: "ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather" (case-insensitive), or the path of a
@@ -67,7 +67,9 @@ def load_dataset(name: str | Path, verify: bool = True) -> pd.DataFrame:
     ``timestamp``, ``datetime``, ``Date Time``, ... in any case) or else the first datetime-like
     column (text that parses as datetimes; numbers are never taken as times). Rows are returned
     in file order: sorting, duplicates and spacing are the caller's to check.
-    Bundled files are checked against ``datasets/SHA256SUMS`` unless ``verify=False``.
+    Bundled files are checked against ``datasets/SHA256SUMS`` unless ``verify=False``. ``columns``
+    selects variables (in that order) before the check that they are numeric, so a text column can
+    be left out.
     """
     key = bundled_name(name) if not isinstance(name, Path) else None
     if key is not None:
@@ -82,7 +84,7 @@ def load_dataset(name: str | Path, verify: bool = True) -> pd.DataFrame:
         if not path.is_file():
             known = ", ".join(f.removesuffix(".csv.gz") for f in BUNDLED.values())
             raise FileNotFoundError(f"'{name}' is neither a bundled dataset ({known}) nor an existing file")
-    return _read_csv(path)
+    return _read_csv(path, columns)
 
 
 # Column names taken as the time, compared lower-case without spaces, '_', '-' or '.'.
@@ -140,7 +142,7 @@ def _time_column(df: pd.DataFrame, path: Path) -> str:
     )
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _read_csv(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
     try:
         try:
             df = pd.read_csv(path)
@@ -163,8 +165,22 @@ def _read_csv(path: Path) -> pd.DataFrame:
             "data rows from 0); every row needs a timestamp: fill them in or drop those rows"
         )
     values = df.drop(columns=[time_col])
+    if columns is not None:
+        missing = [c for c in columns if c not in values.columns]
+        if missing:
+            raise ValueError(f"columns {missing} are not in {path}; available: {list(values.columns)}")
+        values = values[list(columns)]
     non_numeric = [c for c in values.columns if not pd.api.types.is_numeric_dtype(values[c])]
     if non_numeric:
-        raise ValueError(f"{path}: columns {non_numeric} are not numeric; every column but the time must be")
+        raise ValueError(f"{path}: columns {non_numeric} are not numeric; every variable used must be (leave the "
+                         "others out with columns=[...])")
+    if values.shape[1] == 0:
+        raise ValueError(f"{path} holds no variable besides its time column {time_col!r}")
+    infinite = np.isinf(values.to_numpy(dtype=np.float64, na_value=np.nan))
+    if infinite.any():
+        row, col = np.argwhere(infinite)[0]
+        raise ValueError(f"{path}: column {values.columns[col]!r} holds {int(infinite[:, col].sum())} infinite "
+                         f"values (first at row {row}, counting data rows from 0); replace them (with NaN they "
+                         "count as missing)")
     values.index = index
     return values.astype("float64")

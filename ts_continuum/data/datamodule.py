@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from functools import cached_property
 from pathlib import Path
@@ -14,6 +15,20 @@ from torch.utils.data import DataLoader
 
 from .bundled import bundled_name, load_dataset
 from .windows import DropMode, IrregularRegime, WindowDataset, min_rows, split_rows
+
+
+def _check_columns(columns) -> list[str] | None:
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        raise ValueError(f"columns must be a list of column names, got the string {columns!r}; "
+                         f"pass columns=[{columns!r}]")
+    if not isinstance(columns, (list, tuple)) or not columns:
+        raise ValueError(f"columns must be a non-empty list of column names, got {columns!r}")
+    repeated = sorted({c for c in columns if list(columns).count(c) > 1})
+    if repeated:
+        raise ValueError(f"columns name {repeated} more than once; each variable is one channel")
+    return list(columns)
 
 
 def _span(delta: pd.Timedelta) -> str:
@@ -107,9 +122,18 @@ class ForecastDataModule(L.LightningDataModule):
         num_workers: int = 0,
     ):
         super().__init__()
-        for name, value in (("lookback", lookback), ("horizon", horizon), ("batch_size", batch_size)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        for name, value in (("lookback", lookback), ("horizon", horizon), ("batch_size", batch_size),
+                            ("eval_batch_size", 1 if eval_batch_size is None else eval_batch_size)):
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(num_workers, numbers.Integral) or isinstance(num_workers, bool) or num_workers < 0:
+            raise ValueError(f"num_workers must be a non-negative integer, got {num_workers!r}")
+        columns = _check_columns(columns)
+        lookback, horizon, batch_size = int(lookback), int(horizon), int(batch_size)
+        eval_batch_size = None if eval_batch_size is None else int(eval_batch_size)
+        if drop and lookback == 1:
+            raise ValueError(f"drop={drop} needs lookback >= 2: every window must observe each channel, so with "
+                             "one input step nothing can be dropped")
         self.save_hyperparameters()
         self.dataset, self.lookback, self.horizon = dataset, lookback, horizon
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
@@ -122,14 +146,9 @@ class ForecastDataModule(L.LightningDataModule):
     def frame(self) -> pd.DataFrame:
         """The table, checked: a regular time grid (user CSVs), the chosen columns, no missing values."""
         name = bundled_name(self.dataset)
-        df = load_dataset(self.dataset if name else Path(self.dataset))
+        df = load_dataset(self.dataset if name else Path(self.dataset), columns=self.columns)
         if name is None:  # bundled files are used row by row as published (Weather repeats one timestamp
             check_time_grid(df.index, self.dataset)  # and skips 9 rows once; the ETT files pass)
-        if self.columns is not None:
-            missing = [c for c in self.columns if c not in df.columns]
-            if missing:
-                raise ValueError(f"columns {missing} are not in {self.dataset}; available: {list(df.columns)}")
-            df = df[self.columns]
         counts = df.isna().sum()
         if counts.any():
             detail = "; ".join(
@@ -182,7 +201,14 @@ class ForecastDataModule(L.LightningDataModule):
     def scaler(self) -> StandardScaler:
         """Fit on the training rows only (all of them, in every regime: targets share one scale)."""
         start, end = self.rows["train"]
-        return StandardScaler().fit(self.frame.values[start:end])
+        scaler = StandardScaler().fit(self.frame.values[start:end])
+        broken = ~(np.isfinite(scaler.mean_) & np.isfinite(scaler.scale_))
+        if broken.any():
+            column = self.channel_names[int(np.flatnonzero(broken)[0])]
+            largest = float(np.abs(self.frame[column].to_numpy()[start:end]).max())
+            raise ValueError(f"{self.dataset}: column {column!r} cannot be standardised: its training values (up to "
+                             f"{largest:.3g} in size) overflow its variance; rescale it (or check for corrupt values)")
+        return scaler
 
     def state_dict(self) -> dict:
         """The scaling the model was trained with: Lightning saves it in every checkpoint, so that
@@ -223,6 +249,12 @@ class ForecastDataModule(L.LightningDataModule):
         mask = offsets = None
         if not self.regime.is_regular:
             mask = self.regime.observation_mask(len(values), values.shape[1], max_gap=self.lookback - 1)
+            dropped = 1.0 - float(mask.mean())
+            if dropped < self.regime.drop - 0.02:
+                warnings.warn(f"drop={self.regime.drop} removed only {dropped:.1%} of the inputs: every window of "
+                              f"lookback {self.lookback} must observe each channel, so observations were put back "
+                              "into gaps longer than that; a longer lookback keeps the fraction asked for",
+                              UserWarning, stacklevel=2)
             offsets = self.regime.time_offsets(len(values))
         for split, (start, end) in self.rows.items():
             self.splits[split] = WindowDataset(

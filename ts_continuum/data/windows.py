@@ -16,6 +16,7 @@ sensor. Targets stay the full regular future, so every regime is scored on ident
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -69,6 +70,11 @@ class IrregularRegime:
     seed: int = 0
 
     def __post_init__(self):
+        for name, value in (("drop", self.drop), ("jitter", self.jitter)):
+            if not isinstance(value, numbers.Real) or isinstance(value, bool):
+                raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+        if not isinstance(self.seed, numbers.Integral) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"regime_seed must be a non-negative integer, got {self.seed!r}")
         if not 0.0 <= self.drop < 1.0:
             raise ValueError(f"drop must be a fraction in [0, 1), got {self.drop!r}")
         if self.mode not in DROP_MODES:

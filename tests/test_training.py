@@ -147,6 +147,20 @@ def test_a_checkpoint_keeps_the_scaling_it_was_trained_with(tiny_csv, tmp_path):
         ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, columns=["b", "a"]).load_state_dict(dm.state_dict())
 
 
+def test_the_prediction_writer_labels_a_plain_trainers_forecasts_in_the_datas_units(dm, tmp_path):
+    from ts_continuum.training import PredictionWriter
+
+    L.seed_everything(0)
+    module = ForecastingModule(tiny_patchtst(), lr_schedule="constant")
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, default_root_dir=tmp_path,
+                        callbacks=[PredictionWriter()])
+    scaled = torch.cat(trainer.predict(module, datamodule=dm))
+    written = pd.read_csv(Path(trainer.log_dir) / "predictions.csv")
+    assert len(written) == scaled.shape[0] * scaled.shape[1]
+    want = dm.scaler.inverse_transform(scaled.reshape(-1, scaled.shape[-1]).numpy())
+    np.testing.assert_allclose(written[dm.channel_names].to_numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_a_model_built_for_other_windows_than_the_data_module_is_named_before_training(dm, tmp_path):
     module = ForecastingModule(PatchTST(n_channels=3, lookback=24, horizon=12, patch_len=8, stride=4, d_model=8,
                                         n_heads=2, n_layers=1, d_ff=16, attention_backend="torch"))
@@ -169,6 +183,8 @@ def test_checkpoint_round_trip_and_attention_switch(dm, tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(same(batch), want)
 
+    with pytest.raises(ValueError, match=r"d_model=32 builds a model whose weights differ in shape"):
+        ForecastingModule.from_checkpoint(path, d_model=32)
     switched = ForecastingModule.from_checkpoint(path, attention="continuous").eval()
     assert switched.model.config["attention"] == "continuous"
     with torch.no_grad():

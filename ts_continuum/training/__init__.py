@@ -1,5 +1,6 @@
 """Training with Lightning: the LightningModule, the command-line interface and the learning curve."""
 
 from .module import ForecastingModule
+from .prediction_writer import PredictionWriter
 
-__all__ = ["ForecastingModule"]
+__all__ = ["ForecastingModule", "PredictionWriter"]

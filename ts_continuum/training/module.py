@@ -289,7 +289,15 @@ class ForecastingModule(L.LightningModule):
         accepted = inspect.signature(cls.__init__).parameters
         hparams = {k: v for k, v in ckpt.get("hyper_parameters", {}).items() if k in accepted and k != "model"}
         module = cls(model=model, **hparams)
-        module.load_state_dict(ckpt["state_dict"])
+        try:
+            module.load_state_dict(ckpt["state_dict"])
+        except RuntimeError as error:
+            if not model_overrides:
+                raise
+            given = ", ".join(f"{k}={v!r}" for k, v in model_overrides.items())
+            raise ValueError(f"{given} builds a model whose weights differ in shape from the checkpoint's, so they "
+                             "cannot be loaded; override only arguments that keep the weights, such as attention, "
+                             f"attention_backend or dropout ({str(error).splitlines()[0]})") from error
         return module
 
     @classmethod

@@ -710,3 +710,20 @@ def test_a_pandas_series_is_the_one_column_wide_frame_it_stands_for():
         assert from_series.backtest(series).overall.index.tolist() == ["a"]
     unnamed = Forecaster(**TINY).fit(series.rename(None))
     assert list(unnamed.predict().columns) == ["y"]
+
+
+def test_categorical_ids_answer_as_the_same_categorical(tmp_path):
+    """Panels of many series often hold ids as a categorical (memory); forecasts came back as plain
+    strings, so a merge or a groupby on the categories (unused ones included) behaved otherwise."""
+    dtype = pd.CategoricalDtype(["c", "b", "a", "unused"], ordered=True)
+    df = long_frame().astype({"unique_id": dtype})
+    fitted = Forecaster(**TINY).fit(df, target_cols=TARGETS)
+    assert fitted.predict()["unique_id"].dtype == dtype
+    assert fitted.predict(df)["unique_id"].dtype == dtype
+    with pytest.warns(UserWarning, match="in-sample"):
+        result = fitted.backtest(df, n_windows=2)
+    assert result.forecasts["unique_id"].dtype == dtype and result.metrics["unique_id"].dtype == dtype
+    loaded = Forecaster.load(fitted.save(tmp_path / "categorical"))
+    pd.testing.assert_frame_equal(loaded.predict(), fitted.predict())
+    plain = Forecaster(**TINY).fit(long_frame(), target_cols=TARGETS)  # plain ids stay plain
+    assert not isinstance(plain.predict()["unique_id"].dtype, pd.CategoricalDtype)

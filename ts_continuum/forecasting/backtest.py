@@ -310,7 +310,7 @@ def _result(spec, w: ScoredWindows, times: np.ndarray, baselines: dict[str, np.n
     time_name = spec.time_col or spec.index_name or "ds"
     keys = {"cutoff": as_pandas(panel.times[np.repeat(origins, H)]), time_name: as_pandas(times.reshape(-1))}
     if spec.kind == "long":
-        keys = {spec.id_col: id_column(panel.ids[np.repeat(series, H)]), **keys}
+        keys = {spec.id_col: id_column(panel.ids[np.repeat(series, H)], panel.id_dtype), **keys}
     data = {}
     for c, name in enumerate(spec.target_cols):
         data[name] = actual[:, :, c].reshape(-1)
@@ -345,6 +345,6 @@ def _result(spec, w: ScoredWindows, times: np.ndarray, baselines: dict[str, np.n
     rows = {"cutoff": as_pandas(panel.times[np.repeat(origins, C)]), "target": np.tile(list(spec.target_cols), W),
             **{k: v.reshape(-1) for k, v in scores(1, n).items()}, "n": n.reshape(-1)}
     if spec.kind == "long":
-        rows = {spec.id_col: id_column(panel.ids[np.repeat(series, C)]), **rows}
+        rows = {spec.id_col: id_column(panel.ids[np.repeat(series, C)], panel.id_dtype), **rows}
     overall = pd.DataFrame({**scores((0, 1), total), "n": total}, index=pd.Index(list(spec.target_cols), name="target"))
     return BacktestResult(forecasts, pd.DataFrame(rows), overall)

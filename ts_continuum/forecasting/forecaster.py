@@ -259,7 +259,8 @@ class Forecaster:
         times = future_times(panel.times[origins], self.freq_, self.horizon)
         forecast = scaler.inverse(scaled, np.arange(panel.n_series))
         intervals = None if levels is None else (levels, *bounds(forecast, scaler.std, quantiles))
-        return forecast_frame(self.spec_, panel.ids, times, forecast, panel.time_dtype, panel.tz, intervals)
+        return forecast_frame(self.spec_, panel.ids, times, forecast, panel.time_dtype, panel.tz, intervals,
+                              panel.id_dtype)
 
     def _read(self, df: pd.DataFrame, what: str) -> Panel:
         panel = read_panel(df, self.spec_, what)

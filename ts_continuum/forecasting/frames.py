@@ -64,6 +64,7 @@ class Panel:
     time_kind: str
     tz: str | None
     time_dtype: str  # dtype of the time column, for answers in the same dtype
+    id_dtype: pd.CategoricalDtype | None = None  # categorical ids answer as the same categorical
 
     @property
     def n_series(self) -> int:
@@ -182,6 +183,7 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
         given = "numbers" if kind == "numeric" else ("tz-aware" if tz else "naive") + " datetimes"
         raise ValueError(f"{what} has {given} as times but the forecaster was fitted on {fitted}; "
                          + _conversion_hint(kind, spec.time_kind))
+    id_dtype = None
     if spec.id_col is None:
         codes, ids = np.zeros(len(df), dtype=np.int64), np.array([None], dtype=object)
     else:
@@ -191,6 +193,8 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
                              "drop or fill them")
         codes, uniques = pd.factorize(id_values, sort=False)
         ids = np.asarray(uniques, dtype=object)
+        if isinstance(id_values.dtype, pd.CategoricalDtype):
+            id_dtype = id_values.dtype
     values = np.column_stack([df[c].to_numpy(dtype=np.float64, na_value=np.nan) for c in spec.target_cols])
     fix = (lambda: _long_frame_advice(df, spec)) if spec.kind == "wide" else _drop_duplicates_advice
     order = _time_order(codes, times, ids, what, lambda t: native_to_pandas(np.array([t]), kind, tz, time_dtype)[0],
@@ -212,11 +216,12 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
         raise ValueError(f"{what}: series {ids[s]!r} has no observed value of {spec.target_cols[c]!r}; "
                          "every series needs observations of every target (drop the series or the column)")
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    return Panel(ids, bounds, times, values, kind, tz, time_dtype)
+    return Panel(ids, bounds, times, values, kind, tz, time_dtype, id_dtype)
 
 
 def forecast_frame(spec: FrameSpec, ids: np.ndarray, times: np.ndarray, values: np.ndarray,
-                   time_dtype: str, tz: str | None, intervals: tuple | None = None) -> pd.DataFrame:
+                   time_dtype: str, tz: str | None, intervals: tuple | None = None,
+                   id_dtype: pd.CategoricalDtype | None = None) -> pd.DataFrame:
     """(S, H) times and (S, H, C) values as a frame in the user's format and column names; with
     ``intervals`` (levels, lower and upper bounds (L, S, H, C)) each target's interval columns follow it."""
     S, H, C = values.shape
@@ -225,15 +230,17 @@ def forecast_frame(spec: FrameSpec, ids: np.ndarray, times: np.ndarray, values: 
     for c, name in enumerate(spec.target_cols):
         data.update({name: values[:, :, c].reshape(-1), **interval_columns(name, intervals, c)})
     if spec.kind == "long":
-        return pd.DataFrame({spec.id_col: id_column(np.repeat(ids, H)), spec.time_col: when, **data})
+        return pd.DataFrame({spec.id_col: id_column(np.repeat(ids, H), id_dtype), spec.time_col: when, **data})
     if spec.time_col is None:
         return pd.DataFrame(data, index=when.rename(spec.index_name))
     return pd.DataFrame({spec.time_col: when, **data})
 
 
-def id_column(ids: np.ndarray) -> pd.Series:
-    """Series ids (an object array) as a column of their natural dtype (int64 for integer ids)."""
-    return pd.Series(ids, dtype=object).infer_objects()
+def id_column(ids: np.ndarray, dtype: pd.CategoricalDtype | None = None) -> pd.Series:
+    """Series ids (an object array) as a column of their natural dtype (int64 for integer ids), or
+    of the categorical dtype they came in."""
+    column = pd.Series(ids, dtype=object).infer_objects()
+    return column if dtype is None else column.astype(dtype)
 
 
 def _require_columns(df: pd.DataFrame, names: list[str], role: str, hint: str = "") -> None:

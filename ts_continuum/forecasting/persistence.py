@@ -94,7 +94,10 @@ def _config(f) -> tuple[str, list[str]]:
     """``forecaster.json``'s text and the constructor arguments left out of it; raises before anything
     is written if the forecaster cannot be saved."""
     ids = [_to_json(i) for i in f.context_.ids]
-    if not all(i is None or isinstance(i, (str, int)) or isinstance(i, float) and math.isfinite(i) for i in ids):
+    categorical = f.context_.id_dtype
+    categories = [] if categorical is None else [_to_json(c) for c in categorical.categories]
+    if not all(i is None or isinstance(i, (str, int)) or isinstance(i, float) and math.isfinite(i)
+               for i in ids + categories):
         raise ValueError("series ids must be strings or finite numbers to be saved; "
                          "convert the id column, e.g. with astype(str)")
     args, dropped = _json_safe(f.init_args)
@@ -114,6 +117,9 @@ def _config(f) -> tuple[str, list[str]]:
         "time": {"kind": ctx.time_kind, "tz": ctx.tz, "dtype": ctx.time_dtype},
         "model_config": model_config,
         "ids": ids,
+        # categorical ids answer as the same categorical (absent in older saves: plain values)
+        "id_categories": None if categorical is None else {"categories": categories,
+                                                           "ordered": bool(categorical.ordered)},
         "fit_metrics": _finite_or_null(getattr(f, "fit_metrics_", {})),
         "learning_curve": [] if curve is None else [_finite_or_null(row) for row in curve.to_dict("records")],
     }
@@ -201,8 +207,11 @@ def load_forecaster(cls, path: Path):
     with np.load(path / ARRAYS) as arrays:
         scaler = Scaler(arrays["mean"], arrays["std"])
         time = config["time"]
+        categorical = config.get("id_categories")
+        id_dtype = None if categorical is None else pd.CategoricalDtype(categorical["categories"],
+                                                                          categorical["ordered"])
         context = Panel(np.array(config["ids"], dtype=object), arrays["bounds"], arrays["times"],
-                        arrays["values"], time["kind"], time["tz"], time["dtype"])
+                        arrays["values"], time["kind"], time["tz"], time["dtype"], id_dtype)
         calibration = None  # absent: never calibrated
         if "calibration" in arrays.files:
             calibration = Calibration(arrays["calibration"], arrays.get("calibration_until"))

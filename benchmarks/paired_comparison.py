@@ -1,7 +1,8 @@
 """Pairing continuous and softmax runs, and the statistics of their differences.
 
 A pair is one run of each attention that agree on everything else (model, positions, dataset,
-horizon, regime, seed); its difference is continuous - softmax. The report reads every paired
+horizon, regime, seed, and the rest of the recorded config: budget, sizes, learning rate); its
+difference is continuous - softmax. The report reads every paired
 figure from here: a mean with its 95 % t-interval, a paired t-test, a Wilcoxon signed-rank test,
 the sign test and the Hodges-Lehmann shift. ``ReportError`` is the report's refusal of runs it
 cannot pair honestly (two runs of one pair, two pooled folders of one name).
@@ -9,6 +10,7 @@ cannot pair honestly (two runs of one pair, two pooled folders of one name).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import numpy as np
@@ -31,12 +33,31 @@ def check_unique_runs(df: pd.DataFrame) -> None:
                          "each attention; remove the extra rows from results.csv")
 
 
+def _recipe(config: object) -> str:
+    """A run's recorded config without its attention, block and seed: what its partner (same seed)
+    must share, and what the seeds of one setting should."""
+    try:
+        cell = json.loads(config)
+    except (TypeError, ValueError):  # rows written before configs were recorded
+        return ""
+    if not isinstance(cell, dict):
+        return ""
+    return json.dumps({k: v for k, v in cell.items() if k not in ("attention", "block", "seed")}, sort_keys=True)
+
+
+def with_recipe(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``recipe`` column, so that runs of one setting and seed pair only if they were
+    run alike (a block at another budget would otherwise pair with the first one's runs)."""
+    recipes = df["config"].map(_recipe) if "config" in df else pd.Series("", index=df.index)
+    return df.assign(recipe=recipes)
+
+
 def paired_runs(df: pd.DataFrame, columns: list[str]) -> Iterator[tuple[tuple, pd.Series, pd.Series]]:
     """Yield (setting + seed, softmax row, continuous row) for every run that has its partner."""
-    runs = df.set_index(SETTING + ["seed", "attention"])[columns]
+    runs = with_recipe(df).set_index(SETTING + ["seed", "recipe", "attention"])[columns]
     for key in sorted({k[:-1] for k in runs.index}, key=str):
         if key + ("softmax",) in runs.index and key + ("continuous",) in runs.index:
-            yield key, runs.loc[key + ("softmax",)], runs.loc[key + ("continuous",)]
+            yield key[:-1], runs.loc[key + ("softmax",)], runs.loc[key + ("continuous",)]
 
 
 def pairs(df: pd.DataFrame) -> pd.DataFrame:
@@ -45,7 +66,8 @@ def pairs(df: pd.DataFrame) -> pd.DataFrame:
     if set(df["attention"]) < {"softmax", "continuous"}:
         return pd.DataFrame()
     check_unique_runs(df)
-    wide = df.pivot(index=SETTING + ["seed"], columns="attention", values=["test_mse", "test_mae"])
+    wide = with_recipe(df).pivot(index=SETTING + ["seed", "recipe"], columns="attention",
+                                 values=["test_mse", "test_mae"])
     wide = wide.dropna()
     if wide.empty:
         return pd.DataFrame()
@@ -54,16 +76,17 @@ def pairs(df: pd.DataFrame) -> pd.DataFrame:
         out[f"{m}_softmax"] = wide[(m, "softmax")]
         out[f"{m}_continuous"] = wide[(m, "continuous")]
         out[f"d_{m}"] = out[f"{m}_continuous"] - out[f"{m}_softmax"]
-    return out.reset_index()
+    return out.reset_index().drop(columns="recipe")
 
 
 def unpaired(df: pd.DataFrame) -> list[str]:
     """Cell ids of finished runs left out of the paired statistics: no run of the other attention
-    for the same setting and seed, or a missing test metric on either side."""
+    for the same setting and seed run alike (same recorded config), or a missing test metric on
+    either side."""
     if set(df["attention"]) < {"softmax", "continuous"}:
         return []
-    complete = df.dropna(subset=["test_mse", "test_mae"])
-    both = complete.groupby(SETTING + ["seed"])["attention"].transform("nunique") == 2
+    complete = with_recipe(df.dropna(subset=["test_mse", "test_mae"]))
+    both = complete.groupby(SETTING + ["seed", "recipe"])["attention"].transform("nunique") == 2
     paired = set(complete.loc[both, "cell_id"])
     return sorted(c for c in df["cell_id"].astype(str) if c not in paired)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.paired_comparison import (SETTING, hodges_lehmann, paired_runs, paired_stats, pairs, sign_test_p,
-                                          with_test_curves)
+                                          with_recipe, with_test_curves)
 from ts_continuum.data.bundled import FREQUENCIES
 
 # PatchTST/42 (ICLR 2023, Table 3; its test loader drops the last batch) and a rerun keeping every
@@ -47,6 +47,15 @@ def cell_table(df: pd.DataFrame) -> str:
             f"| {r.model} | {r.pos_encoding} | {r.dataset} | {r.horizon} | {r.regime} | {r.attention} | "
             f"{_fmt(r.mse)} ± {_fmt(r.mse_sd)} | {_fmt(r.mae)} ± {_fmt(r.mae_sd)} | {r.n} | {r.epochs:.1f} |"
         )
+    mixed = []
+    for key, recipes in with_recipe(df).groupby(SETTING + ["attention"])["recipe"]:
+        configs = [json.loads(r) if r else {} for r in recipes.unique()]
+        if len(configs) > 1:
+            differ = sorted({k for c in configs for k in c if any(c.get(k) != o.get(k) for o in configs)})
+            mixed.append(f"{' '.join(map(str, key))} ({', '.join(differ)})")
+    if mixed:
+        lines += ["", f"Note: the seeds of {len(mixed)} rows above were run with configs that differ (in the keys "
+                      f"named) and are averaged together: {'; '.join(mixed[:6])}"]
     return "\n".join(lines)
 
 

@@ -113,7 +113,7 @@ def check_keys(grid: dict) -> None:
 def expand(grid: dict) -> list[dict]:
     """All cells of a grid, in run order: published settings, then grid defaults, then block overrides."""
     check_keys(grid)
-    cells, seen = [], set()
+    cells, seen = [], {}
     for block in grid["blocks"]:
         axes = {k: block[k] if isinstance(block[k], list) else [block[k]] for k in LOOP_ORDER}
         for values in itertools.product(*(axes[k] for k in LOOP_ORDER)):
@@ -125,9 +125,17 @@ def expand(grid: dict) -> list[dict]:
                 raise ValueError(f"block {block['name']!r}: cell {key} lacks {missing}; "
                                  "give them in defaults or overrides")
             cid = cell_id(cell)
-            if cid not in seen:
-                seen.add(cid)
+            first = seen.get(cid)
+            if first is None:
+                seen[cid] = cell
                 cells.append(cell)
+                continue
+            differ = sorted(k for k in set(first) | set(cell) if k != "block" and first.get(k) != cell.get(k))
+            if differ:  # it would be dropped, and its partner paired with a run of other settings
+                detail = ", ".join(f"{k} {cell.get(k)!r} (block {first['block']!r}: {first.get(k)!r})" for k in differ)
+                raise ValueError(f"block {block['name']!r} repeats cell {cid} of block {first['block']!r} with other "
+                                 f"settings: {detail}. A cell runs once per results folder; run other settings "
+                                 "of the same cells into another --out")
     return cells
 
 

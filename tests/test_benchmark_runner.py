@@ -613,3 +613,41 @@ def test_docstring_examples_name_grids_that_exist():
         assert (ROOT / grid).exists(), grid
     for profile in re.findall(r"--profile (\S+)", run.__doc__):
         assert (run.GRIDS / f"{profile}.yaml").exists(), profile
+
+
+def test_runs_of_one_setting_pair_only_when_run_alike(tmp_path):
+    """A block at another budget gave a continuous run that paired with the first block's softmax
+    run: its 'win' came from the extra epochs. Pairs now share the whole recorded config."""
+    import json
+
+    from benchmarks import report
+    from benchmarks.paired_comparison import pairs, unpaired
+
+    def config(attention, max_epochs, block):
+        return json.dumps({"attention": attention, "block": block, "max_epochs": max_epochs, "lr": 0.001})
+
+    for seed, soft, cont in ((0, 1, 3), (1, 1, 1)):  # seed 0: other budgets; seed 1: alike
+        run.append(tmp_path / "results.csv", result_row(seed=seed, attention="softmax", cell_id=f"s{seed}",
+                                                        config=config("softmax", soft, "first")))
+        run.append(tmp_path / "results.csv", result_row(seed=seed, attention="continuous", cell_id=f"c{seed}",
+                                                        test_mse=0.30, config=config("continuous", cont, "later")))
+    df = report.load(tmp_path)
+    assert pairs(df)["seed"].tolist() == [1] and unpaired(df) == ["c0", "s0"]
+    text = report.write(tmp_path).read_text()
+    assert "1 | -0.0800" in text
+    assert "the seeds of 1 rows above were run with configs that differ" in text  # continuous: 3 and 1 epochs
+    assert "regular continuous (max_epochs)" in text
+
+
+def test_a_block_repeating_a_cell_with_other_settings_is_refused():
+    grid = {"name": "g", "defaults": {"lr": 0.001, "max_epochs": 1, "patience": 1},
+            "blocks": [{"name": "first", "model": "patchtst", "attention": "softmax", "pos_encoding": "learned",
+                        "dataset": "ETTh1", "horizon": 96, "regime": "regular", "seed": 0},
+                       {"name": "longer", "model": "patchtst", "attention": ["softmax", "continuous"],
+                        "pos_encoding": "learned", "dataset": "ETTh1", "horizon": 96, "regime": "regular",
+                        "seed": 0, "overrides": {"max_epochs": 3}}]}
+    with pytest.raises(ValueError, match=r"block 'longer' repeats cell .* of block 'first' with other settings: "
+                                         r"max_epochs 3 \(block 'first': 1\).*another --out"):
+        run.expand(grid)
+    grid["blocks"][1]["overrides"] = {}
+    assert len(run.expand(grid)) == 2  # repeated alike: runs once

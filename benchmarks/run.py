@@ -33,7 +33,14 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from benchmarks import report
-from benchmarks.study_cell import KEY_FIELDS, OPTIONAL, PCT_START, REQUIRED, cell_id, run_cell
+from benchmarks.study_cell import KEY_FIELDS, OPTIONAL, PCT_START, REGIMES, REQUIRED, cell_id, run_cell
+from ts_continuum.models import MODELS
+from ts_continuum.models.layers import ATTENTIONS, POS_ENCODINGS
+
+# The values an axis takes (datasets: the bundled ones in their published spelling, or a CSV path).
+AXIS_VALUES = {"model": tuple(MODELS), "attention": ATTENTIONS, "pos_encoding": POS_ENCODINGS,
+               "regime": tuple(REGIMES)}
+DATASETS = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather")
 
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS = ROOT / "benchmarks" / "grids"
@@ -85,6 +92,16 @@ def unknown_key(key, allowed: tuple, where: str, misplaced: dict[tuple, str]) ->
     return f"{where}: unknown key {key!r}, which the runner would ignore; {hint}"
 
 
+def bad_value(where: str, axis_name: str, value) -> str:
+    """Why ``value`` is refused on an axis: a near spelling would fail later, or (names read in any
+    case) run as a setting of its own that pairs with nothing and misses the published row."""
+    allowed = AXIS_VALUES[axis_name]
+    same = [a for a in allowed if str(a).lower() == str(value).lower()]
+    close = same or difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+    hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(map(str, allowed))}"
+    return f"{where}: {axis_name} {value!r} is not one the runner knows; {hint}"
+
+
 def check_keys(grid: dict) -> None:
     """Refuse any key the runner would not use: run_cell reads only its settings, so a typo such as
     ``limit_train_batch`` (or an unsupported ``weight_decay``) would silently run something else."""
@@ -106,6 +123,13 @@ def check_keys(grid: dict) -> None:
         missing = [k for k in BLOCK_KEYS[:-1] if k not in block]
         if missing:
             errors.append(f"{name} lacks {missing}: every block has a name and gives each axis {LOOP_ORDER}")
+        errors += [bad_value(name, axis_name, value) for axis_name in AXIS_VALUES if axis_name in block
+                   for value in (block[axis_name] if isinstance(block[axis_name], list) else [block[axis_name]])
+                   if value not in AXIS_VALUES[axis_name]]
+        datasets = block.get("dataset", [])
+        errors += [f"{name}: dataset {d!r} is spelled {canonical!r} in the study (its configs, published rows "
+                   "and pairs use that name)" for d in (datasets if isinstance(datasets, list) else [datasets])
+                   for canonical in DATASETS if str(d).lower() == canonical.lower() and d != canonical]
     if errors:
         raise ValueError("\n".join(errors))
 

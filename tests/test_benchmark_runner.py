@@ -651,3 +651,21 @@ def test_a_block_repeating_a_cell_with_other_settings_is_refused():
         run.expand(grid)
     grid["blocks"][1]["overrides"] = {}
     assert len(run.expand(grid)) == 2  # repeated alike: runs once
+
+
+@pytest.mark.parametrize("axis,value,match", [
+    ("attention", "continous", "attention 'continous' is not one the runner knows; did you mean 'continuous'"),
+    ("regime", "drop_30", "regime 'drop_30' is not one the runner knows; did you mean 'drop30'"),
+    ("model", "patchTST", "model 'patchTST' is not one the runner knows; did you mean 'patchtst'"),
+    ("pos_encoding", "rotary", "pos_encoding 'rotary' is not one the runner knows"),
+    ("dataset", "ETTH1", "dataset 'ETTH1' is spelled 'ETTh1' in the study"),
+])
+def test_misspelled_axis_values_are_refused_before_anything_runs(axis, value, match):
+    """A near spelling failed cell by cell, or (names read in any case) trained as a setting of its
+    own that paired with nothing and missed the published row."""
+    block = {"name": "b", "model": "patchtst", "attention": ["softmax", "continuous"], "pos_encoding": "learned",
+             "dataset": "ETTh1", "horizon": 96, "regime": "regular", "seed": 0}
+    grid = {"name": "g", "defaults": {"lr": 0.001, "max_epochs": 1, "patience": 1},
+            "blocks": [{**block, axis: [block[axis], value] if axis == "attention" else value}]}
+    with pytest.raises(ValueError, match=match):
+        run.expand(grid)

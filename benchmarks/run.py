@@ -27,6 +27,8 @@ import logging
 import os
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -41,6 +43,7 @@ from ts_continuum.models.layers import ATTENTIONS, POS_ENCODINGS
 AXIS_VALUES = {"model": tuple(MODELS), "attention": ATTENTIONS, "pos_encoding": POS_ENCODINGS,
                "regime": tuple(REGIMES)}
 DATASETS = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather")
+LOCK = ".runner.lock"  # in the results folder while a runner writes to it
 
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS = ROOT / "benchmarks" / "grids"
@@ -312,6 +315,55 @@ def main(argv: list[str] | None = None) -> None:
         cells = expand(grid)
     except ValueError as exc:
         raise SystemExit(f"{grid_path}: {exc}") from None
+    if args.dry_run:
+        _run_grid(args, grid_path, grid, cells, out, results)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    with run_lock(out):
+        _run_grid(args, grid_path, grid, cells, out, results)
+
+
+@contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """One runner per results folder: two would each run every pending cell (twice the compute) and
+    append both rows; the report, keeping the last, would hide it. A lock left by a runner that no
+    longer exists (killed) is taken over."""
+    lock = out / LOCK
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and _alive(pid):
+                raise SystemExit(f"another runner (process {pid}) is writing to {out}; wait for it to finish or "
+                                 f"stop it (a lock left by a killed runner is taken over: {lock})") from None
+            lock.unlink(missing_ok=True)  # stale: its runner is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        break
+    else:  # another runner took the stale lock first
+        raise SystemExit(f"another runner has just started writing to {out}; wait for it to finish")
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _run_grid(args, grid_path: Path, grid: dict, cells: list[dict], out: Path, results: Path) -> None:
     done = recorded(results, args.retry_failed)
     problems = conflicts(cells, done)
     if problems:
@@ -338,7 +390,6 @@ def main(argv: list[str] | None = None) -> None:
         for c in todo:
             print(" ", cell_id(c))
         return
-    out.mkdir(parents=True, exist_ok=True)
     saved.write_text(text)
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn()]

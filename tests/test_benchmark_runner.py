@@ -669,3 +669,21 @@ def test_misspelled_axis_values_are_refused_before_anything_runs(axis, value, ma
             "blocks": [{**block, axis: [block[axis], value] if axis == "attention" else value}]}
     with pytest.raises(ValueError, match=match):
         run.expand(grid)
+
+
+def test_one_runner_per_results_folder(tmp_path):
+    """Two runners on one folder each ran every pending cell and appended both rows."""
+    import os
+    import subprocess
+
+    with run.run_lock(tmp_path):
+        assert (tmp_path / run.LOCK).read_text() == str(os.getpid())
+        with pytest.raises(SystemExit, match=rf"another runner \(process {os.getpid()}\) is writing to"):
+            with run.run_lock(tmp_path):
+                pass
+    assert not (tmp_path / run.LOCK).exists()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (tmp_path / run.LOCK).write_text(str(gone.pid))  # left by a killed runner
+    with run.run_lock(tmp_path):
+        assert (tmp_path / run.LOCK).read_text() == str(os.getpid())

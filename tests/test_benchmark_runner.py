@@ -687,3 +687,14 @@ def test_one_runner_per_results_folder(tmp_path):
     (tmp_path / run.LOCK).write_text(str(gone.pid))  # left by a killed runner
     with run.run_lock(tmp_path):
         assert (tmp_path / run.LOCK).read_text() == str(os.getpid())
+
+
+def test_a_hand_edited_grid_that_no_longer_expands_leaves_the_recorded_block_names(tmp_path, capsys):
+    from benchmarks import report
+
+    for attention in ("softmax", "continuous"):
+        run.append(tmp_path / "results.csv", result_row(attention=attention, cell_id=attention, block="first"))
+    (tmp_path / "grid.yaml").write_text("name: g\nblocks: [{name: b, limit_train_batch: 1}]\n")
+    text = report.write(tmp_path).read_text()
+    assert "| regular | 1 |" in text and "first" in text
+    assert "does not expand" in capsys.readouterr().err

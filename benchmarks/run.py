@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import csv
 import difflib
+import functools
 import itertools
 import json
 import logging
 import os
+import subprocess
 import time
 import traceback
 from collections.abc import Iterator
@@ -52,7 +54,7 @@ LOOP_ORDER = ("horizon", "dataset", "seed", "regime", "pos_encoding", "model", "
 RESULT_FIELDS = list(KEY_FIELDS) + [
     "status", "test_mse", "test_mae", "best_val_mse", "epochs", "best_epoch", "train_s_per_epoch",
     "first_epoch_s", "fit_s", "wall_s", "peak_rss_mb", "threads", "n_params", "val_curve", "cell_id",
-    "block", "config", "error", "finished_at", "test_curve",
+    "block", "config", "error", "finished_at", "test_curve", "software",
 ]
 # What a grid may hold: a block names itself, gives the axes and may override settings; defaults
 # and overrides hold only the settings run_cell reads.
@@ -280,7 +282,33 @@ def run_one(cell: dict, out: Path) -> dict:
             lg.removeHandler(handler)
         handler.close()
     row["finished_at"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    row["software"] = software()
     return row
+
+
+@functools.cache
+def software() -> str:
+    """The code and libraries a cell ran with: the git commit (marked '+changes' when the library or
+    benchmark code differed from it) and the versions of torch, lightning and triton."""
+    import lightning
+    import torch
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--untracked-files=no", "--", "ts_continuum", "kernels", "benchmarks",
+           ":!benchmarks/results"):  # results the runner writes are not code
+        commit += "+changes"
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "absent"
+    return f"commit {commit}; torch {torch.__version__}; lightning {lightning.__version__}; triton {triton_version}"
 
 
 def positive_int(text: str) -> int:

@@ -698,3 +698,12 @@ def test_a_hand_edited_grid_that_no_longer_expands_leaves_the_recorded_block_nam
     text = report.write(tmp_path).read_text()
     assert "| regular | 1 |" in text and "first" in text
     assert "does not expand" in capsys.readouterr().err
+
+
+def test_rows_record_the_code_and_libraries_they_ran_with():
+    import lightning
+    import torch
+
+    text = run.software()
+    assert text.startswith("commit ") and f"torch {torch.__version__}" in text
+    assert f"lightning {lightning.__version__}" in text and "software" in run.RESULT_FIELDS

@@ -21,22 +21,20 @@ from __future__ import annotations
 import argparse
 import csv
 import difflib
-import functools
 import itertools
 import json
 import logging
 import os
-import subprocess
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from benchmarks import report
+from benchmarks.provenance import software
+from benchmarks.run_lock import run_lock
 from benchmarks.study_cell import KEY_FIELDS, OPTIONAL, PCT_START, REGIMES, REQUIRED, cell_id, run_cell
 from ts_continuum.models import MODELS
 from ts_continuum.models.layers import ATTENTIONS, POS_ENCODINGS
@@ -45,7 +43,6 @@ from ts_continuum.models.layers import ATTENTIONS, POS_ENCODINGS
 AXIS_VALUES = {"model": tuple(MODELS), "attention": ATTENTIONS, "pos_encoding": POS_ENCODINGS,
                "regime": tuple(REGIMES)}
 DATASETS = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather")
-LOCK = ".runner.lock"  # in the results folder while a runner writes to it
 
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS = ROOT / "benchmarks" / "grids"
@@ -286,31 +283,6 @@ def run_one(cell: dict, out: Path) -> dict:
     return row
 
 
-@functools.cache
-def software() -> str:
-    """The code and libraries a cell ran with: the git commit (marked '+changes' when the library or
-    benchmark code differed from it) and the versions of torch, lightning and triton."""
-    import lightning
-    import torch
-
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    if git("status", "--porcelain", "--untracked-files=no", "--", "ts_continuum", "kernels", "benchmarks",
-           ":!benchmarks/results"):  # results the runner writes are not code
-        commit += "+changes"
-    try:
-        import triton
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = "absent"
-    return f"commit {commit}; torch {torch.__version__}; lightning {lightning.__version__}; triton {triton_version}"
-
-
 def positive_int(text: str) -> int:
     """--max-cells: 0 or a negative count would run nothing, or slice off cells from the end."""
     try:
@@ -349,46 +321,6 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with run_lock(out):
         _run_grid(args, grid_path, grid, cells, out, results)
-
-
-@contextmanager
-def run_lock(out: Path) -> Iterator[None]:
-    """One runner per results folder: two would each run every pending cell (twice the compute) and
-    append both rows; the report, keeping the last, would hide it. A lock left by a runner that no
-    longer exists (killed) is taken over."""
-    lock = out / LOCK
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            try:
-                pid = int(lock.read_text().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid and _alive(pid):
-                raise SystemExit(f"another runner (process {pid}) is writing to {out}; wait for it to finish or "
-                                 f"stop it (a lock left by a killed runner is taken over: {lock})") from None
-            lock.unlink(missing_ok=True)  # stale: its runner is gone
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(str(os.getpid()))
-        break
-    else:  # another runner took the stale lock first
-        raise SystemExit(f"another runner has just started writing to {out}; wait for it to finish")
-    try:
-        yield
-    finally:
-        lock.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
 
 
 def _run_grid(args, grid_path: Path, grid: dict, cells: list[dict], out: Path, results: Path) -> None:

@@ -676,17 +676,19 @@ def test_one_runner_per_results_folder(tmp_path):
     import os
     import subprocess
 
-    with run.run_lock(tmp_path):
-        assert (tmp_path / run.LOCK).read_text() == str(os.getpid())
+    from benchmarks.run_lock import LOCK, run_lock
+
+    with run_lock(tmp_path):
+        assert (tmp_path / LOCK).read_text() == str(os.getpid())
         with pytest.raises(SystemExit, match=rf"another runner \(process {os.getpid()}\) is writing to"):
-            with run.run_lock(tmp_path):
+            with run_lock(tmp_path):
                 pass
-    assert not (tmp_path / run.LOCK).exists()
+    assert not (tmp_path / LOCK).exists()
     gone = subprocess.Popen(["true"])
     gone.wait()
-    (tmp_path / run.LOCK).write_text(str(gone.pid))  # left by a killed runner
-    with run.run_lock(tmp_path):
-        assert (tmp_path / run.LOCK).read_text() == str(os.getpid())
+    (tmp_path / LOCK).write_text(str(gone.pid))  # left by a killed runner
+    with run_lock(tmp_path):
+        assert (tmp_path / LOCK).read_text() == str(os.getpid())
 
 
 def test_a_hand_edited_grid_that_no_longer_expands_leaves_the_recorded_block_names(tmp_path, capsys):
@@ -704,6 +706,8 @@ def test_rows_record_the_code_and_libraries_they_ran_with():
     import lightning
     import torch
 
-    text = run.software()
+    from benchmarks.provenance import software
+
+    text = software()
     assert text.startswith("commit ") and f"torch {torch.__version__}" in text
     assert f"lightning {lightning.__version__}" in text and "software" in run.RESULT_FIELDS

@@ -106,6 +106,13 @@ def test_float32_times_too_coarse_for_their_gaps_are_warned_about_and_float64_on
     assert (coarse - exact).abs().max() > 1e-4  # the rounding the warning is about
 
 
+def test_integer_times_are_taken_as_the_same_float_times():
+    q, k, v = qkv(B=1, T=5)
+    times = torch.tensor([0, 2, 3, 7, 8])
+    torch.testing.assert_close(continuous_attention(q, k, v, times=times, backend="torch"),
+                               continuous_attention(q, k, v, times=times.double(), backend="torch"))
+
+
 def test_times_that_require_grad_are_told_that_no_gradient_reaches_them():
     q, k, v = qkv(B=1, T=5)
     q.requires_grad_(True)

@@ -41,8 +41,9 @@ def continuous_attention(
         times: observation times in nominal steps, ``None`` (τ_i = i), ``(T,)`` or ``(B, T)``;
             strictly increasing over each sequence's valid positions. Gaps are taken in float64,
             so large absolute times given in float64 keep their resolution; float32 ones are
-            rounded before the op sees them (Unix seconds to 128 s), which is warned about: pass
-            them in float64 or relative to a nearby origin. No gradient flows to ``times`` (the
+            rounded before the op sees them (Unix seconds to 128 s), which is warned about when
+            the rounding can reach a tenth of the smallest gap: pass them in float64 or relative
+            to a nearby origin. No gradient flows to ``times`` (the
             maths doc, section 4): the segment lengths are data, not parameters (a warning says so
             when ``times`` requires grad).
         causal: query t integrates over [τ_0, τ_t]; otherwise every query integrates over its
@@ -166,13 +167,15 @@ def _check_times(times, B: int, T: int, lengths, device) -> torch.Tensor | None:
     if lengths is not None:
         valid = torch.arange(T, device=device) < lengths.view(-1, 1)
         t2 = t2.expand(valid.shape[0], T)
-    if not bool(torch.isfinite(t2[valid]).all()):
+    observed = t2[valid]
+    if not bool(torch.isfinite(observed).all()):
         raise ValueError("times must be finite at every valid position (found NaN or inf)")
     if T > 1:
         steps = (t2[:, 1:] - t2[:, :-1])[valid[:, 1:]]
         if steps.numel():
             # one host sync for both checks: sorted, and (times not in float64) not coarsely rounded
-            checks = [(steps > 0).all()] + ([_coarse(t2[valid], steps, given)] if given != torch.float64 else [])
+            rounded = given.is_floating_point and given != torch.float64  # integers convert exactly
+            checks = [(steps > 0).all()] + ([_coarse(observed, steps, given)] if rounded else [])
             increasing, *coarse = torch.stack(checks).tolist()
             if not increasing:
                 raise ValueError(
@@ -180,7 +183,7 @@ def _check_times(times, B: int, T: int, lengths, device) -> torch.Tensor | None:
                     "(found a repeated or decreasing timestamp); sort observations and drop duplicates"
                 )
             if any(coarse):
-                _warn_coarse(t2[valid], steps, given)
+                _warn_coarse(observed, steps, given)
     return times
 
 

@@ -57,7 +57,15 @@ class ForecastModel(nn.Module):
                 raise ValueError(f"x_mask must be a bool tensor of x's shape {tuple(x.shape)} (True = observed), "
                                  f"got {got}")
         bad = ~torch.isfinite(x) if x_mask is None else ~torch.isfinite(x) & x_mask
-        if bool(bad.any()):  # one host sync; the details only when something is wrong
+        checks = [bad.any()]
+        if x_mask is not None and getattr(self, "revin", None) is not None:
+            checks.append((~x_mask.any(1)).any())  # a channel RevIN would have no statistics for
+        any_bad, *empty = torch.stack(checks).tolist()  # one host sync; the details only when something is wrong
+        if any(empty):
+            raise ValueError("every channel needs at least one observed value in the lookback window: RevIN "
+                             "scales each channel by its window's statistics, and a channel never observed "
+                             "would be forecast at about 0 whatever its level")
+        if any_bad:
             if x_mask is None and bool(torch.isnan(x).any()):
                 raise ValueError("x holds NaN but no x_mask was given; pass x_mask (True = observed) so missing "
                                  "values are left out, or fill them")

@@ -187,11 +187,7 @@ class RevIN(nn.Module):
             mean = x.mean(1, keepdim=True)
             std = torch.sqrt(x.var(1, keepdim=True, unbiased=False) + self.eps)
         else:
-            w = mask.to(x.dtype)
-            if not bool(w.sum(1).gt(0).all()):
-                raise ValueError("every channel needs at least one observed value in the lookback window: RevIN "
-                                 "scales each channel by its window's statistics, and a channel never observed "
-                                 "would be forecast at about 0 whatever its level")
+            w = mask.to(x.dtype)  # a channel without observations is refused by ForecastModel.check_input
             count = w.sum(1, keepdim=True).clamp_min(1.0)
             x0 = torch.where(mask, x, torch.zeros_like(x))
             mean = x0.sum(1, keepdim=True) / count

@@ -95,9 +95,11 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
         origin, command = f"`{folder / 'results.csv'}`", f"python -m benchmarks.report {folder}"
     p = pairs(df)
     alone = unpaired(df)
-    plot_curves(df, folder / "val_curves.png")
-    plot_paired_deltas(df, folder / "val_delta.png")
-    plot_bars(df, folder / "test_mse_bars.png")
+    drawn = {
+        "val_curves.png": plot_curves(df, folder / "val_curves.png"),
+        "val_delta.png": plot_paired_deltas(df, folder / "val_delta.png"),
+        "test_mse_bars.png": plot_bars(df, folder / "test_mse_bars.png"),
+    }
     parts = [
         f"# Study summary: {folder.name}",
         f"Written {time.strftime('%Y-%m-%d %H:%M')} from {origin} by `{command}`. "
@@ -160,8 +162,11 @@ def write(folder: Path, sources: list[Path] | None = None) -> Path:
     parts += ["## Against the published PatchTST/42 (MSE)", published_table(df)]
     if not sources:
         parts += ["## Training cost (same machine, same run)", cost_table(df)]
-    parts += ["Plots: `val_curves.png` (validation MSE per epoch, every seed), `val_delta.png` (paired "
-              "difference continuous − softmax per epoch, mean and 95 % band), `test_mse_bars.png` (mean ± std)."]
+    figures = {"val_curves.png": "validation MSE per epoch, every seed",
+               "val_delta.png": "paired difference continuous − softmax per epoch, mean and 95 % band",
+               "test_mse_bars.png": "mean ± std"}
+    if any(drawn.values()):
+        parts += ["Plots: " + ", ".join(f"`{name}` ({what})" for name, what in figures.items() if drawn[name]) + "."]
     if alone:
         parts += ["## Finished cells left out of the paired statistics",
                   "No run of the other attention for the same setting and seed (or a test metric missing):",

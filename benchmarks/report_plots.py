@@ -42,11 +42,12 @@ def label_epoch_panel(ax: Axes, setting: tuple, ylabel: str) -> None:
     ax.legend(fontsize=7)
 
 
-def plot_curves(df: pd.DataFrame, path: Path) -> None:
-    """Validation MSE per epoch, every run, one panel per setting: how each attention trained."""
+def plot_curves(df: pd.DataFrame, path: Path) -> bool:
+    """Validation MSE per epoch, every run, one panel per setting: how each attention trained.
+    True if drawn (a report names only the figures it drew)."""
     groups = list(df.groupby(["model", "dataset", "horizon", "regime", "pos_encoding"]))
     if not groups:
-        return
+        return False
     fig, axes = panel_grid(len(groups))
     for ax, (key, grp) in zip(axes, groups):
         for attention, colour in (("softmax", "tab:blue"), ("continuous", "tab:red")):
@@ -55,18 +56,20 @@ def plot_curves(df: pd.DataFrame, path: Path) -> None:
                 ax.plot(range(1, len(curve) + 1), curve, color=colour, alpha=0.6, label=attention if i == 0 else None)
         label_epoch_panel(ax, key, "val MSE")
     save_panels(fig, path)
+    return True
 
 
-def plot_paired_deltas(df: pd.DataFrame, path: Path) -> None:
+def plot_paired_deltas(df: pd.DataFrame, path: Path) -> bool:
     """Validation MSE of continuous minus softmax per epoch, one thin line per seed, the mean with
-    its 95 % t-band: an early-training advantage shows as a band below zero in the first epochs."""
+    its 95 % t-band: an early-training advantage shows as a band below zero in the first epochs.
+    True if drawn."""
     by_setting: dict[tuple, list[np.ndarray]] = {}
     for key, soft, cont in paired_runs(df, ["val_curve"]):
         c, s = json.loads(cont["val_curve"]), json.loads(soft["val_curve"])
         n = min(len(c), len(s))
         by_setting.setdefault(key[:-1], []).append(np.array(c[:n]) - np.array(s[:n]))
     if not by_setting:
-        return
+        return False
     fig, axes = panel_grid(len(by_setting))
     for ax, (setting, deltas) in zip(axes, by_setting.items()):
         for d in deltas:
@@ -84,14 +87,15 @@ def plot_paired_deltas(df: pd.DataFrame, path: Path) -> None:
         ax.axhline(0.0, color="black", lw=0.8)
         label_epoch_panel(ax, setting, "val MSE, continuous − softmax")
     save_panels(fig, path)
+    return True
 
 
-def plot_bars(df: pd.DataFrame, path: Path) -> None:
+def plot_bars(df: pd.DataFrame, path: Path) -> bool:
     """Test MSE per regime and attention (mean ± std over seeds), one panel per model, dataset,
-    horizon and positional encoding: what dropping inputs costs each attention."""
+    horizon and positional encoding: what dropping inputs costs each attention. True if drawn."""
     groups = list(df.groupby(["model", "dataset", "horizon", "pos_encoding"]))
     if not groups:
-        return
+        return False
     fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.5), squeeze=False)
     for ax, (key, grp) in zip(axes.flat, groups):
         regimes = sorted(grp["regime"].unique(), key=lambda r: (len(r), r))
@@ -107,3 +111,4 @@ def plot_bars(df: pd.DataFrame, path: Path) -> None:
         ax.set_ylabel("test MSE")
         ax.legend(fontsize=7)
     save_panels(fig, path)
+    return True

@@ -77,16 +77,26 @@ def paired_table(p: pd.DataFrame, by: list[str], sort: bool = True) -> str:
 
 def horizon_span_table(p: pd.DataFrame, up_to: int = 336, by: tuple[str, ...] = ("model",)) -> str:
     """Per group of ``by`` (the model, or the model and kind of input), pooled over horizons: the
-    first horizon alone and the longer ones up to ``up_to`` (when both have pairs), all up to
-    ``up_to``, and all. Beside the paired table: the sign test, the Hodges-Lehmann shift and the
+    shortest horizon alone and the longer ones up to ``up_to`` (when both have pairs), all up to
+    ``up_to``, and all (when it adds horizons). Rows are labelled by the horizons they hold. Beside the paired table: the sign test, the Hodges-Lehmann shift and the
     size of the differences relative to softmax's MSE (median and largest |Δ| / softmax), so each
     headline figure comes from this table."""
     by = list(by)
 
+    def label(grp: pd.DataFrame) -> str:
+        """The horizons a span holds, as they are: a custom grid's H = 24 is not called 96."""
+        lo, hi = int(grp["horizon"].min()), int(grp["horizon"].max())
+        return str(lo) if lo == hi else f"{lo}-{hi}"
+
     def spans(m: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-        first, rest = m[m["horizon"] == HORIZONS[0]], m[(m["horizon"] > HORIZONS[0]) & (m["horizon"] <= up_to)]
-        split = [(str(HORIZONS[0]), first), (f"{HORIZONS[1]}-{up_to}", rest)] if len(first) and len(rest) else []
-        return split + [(f"{HORIZONS[0]}-{up_to}", m[m["horizon"] <= up_to]), ("all", m)]
+        short = m[m["horizon"] <= up_to]
+        first = short[short["horizon"] == short["horizon"].min()] if len(short) else short
+        rest = short.drop(first.index)
+        candidates = [first, rest, short] if len(first) and len(rest) else [short]
+        out = [(label(g), g) for g in candidates if len(g)]
+        if not out or len(m) > len(out[-1][1]):  # "all" only where it adds horizons
+            out.append(("all", m))
+        return out
 
     table = pd.concat([grp.assign(horizons=name) for _, m in p.groupby(by)
                        for name, grp in spans(m) if len(grp)])
@@ -278,7 +288,7 @@ def published_table(df: pd.DataFrame) -> str:
         i = HORIZONS.index(horizon)
         ours = {a: grp[grp["attention"] == a]["test_mse"] for a in ("softmax", "continuous")}
         cells = [f"{_fmt(v.mean())} ± {_fmt(v.std())} (n={len(v)})" if len(v) else "—" for v in ours.values()]
-        lines.append(f"| {dataset} | {horizon} | {PUBLISHED[dataset][0][i]} | {PUBLISHED[dataset][1][i]} | "
+        lines.append(f"| {dataset} | {horizon} | {PUBLISHED[dataset][0][i]:.3f} | {PUBLISHED[dataset][1][i]:.3f} | "
                      f"{cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 

@@ -123,6 +123,10 @@ def test_report_with_one_attention_only(tmp_path):
     run.append(tmp_path / "results.csv", row)
     text = report.write(tmp_path).read_text()
     assert "0.3800" in text and "Paired differences" not in text
+    # the published MSE keeps its three digits, and only the figures drawn are named
+    assert "| ETTh1 | 96 | 0.375 | 0.385 |" in text and "| ETTh1 | 96 | 0.375 | 0.385 | 0.3800" in text
+    assert "`val_curves.png`" in text and "`val_delta.png`" not in text
+    assert (tmp_path / "val_curves.png").exists() and not (tmp_path / "val_delta.png").exists()
 
 
 def test_pooled_report_counts_each_folder_seed_as_a_pair(tmp_path):
@@ -336,10 +340,16 @@ def test_horizon_span_table_pools_per_model_up_to_336_and_over_all():
     assert "| patchtst | 96-336 | 2 | +0.0030 [" in table and "| 1/2 | 1.000 | +0.0030 | 1.5 %, 2.0 % |" in table, table
     assert "| patchtst | all | 3 | +0.0187 [" in table and "| 1/3 | 1.000 | +0.0165 | 2.0 %, 10.0 % |" in table, table
     # the first horizon and the longer ones up to 336 get rows of their own, above the pooled ones
-    assert table.index("| patchtst | 96 | 1 | -0.0040 [") < table.index("| patchtst | 192-336 | 1 | +0.0100 [") \
+    assert table.index("| patchtst | 96 | 1 | -0.0040 [") < table.index("| patchtst | 336 | 1 | +0.0100 [") \
         < table.index("| patchtst | 96-336 |") < table.index("| patchtst | all |"), table
+    # one horizon is one row, not the same pairs repeated as "96-336" and "all"
     encoder_only_96 = report_tables.horizon_span_table(p.assign(model="encoder", horizon=96))
-    assert "| encoder | 96 |" not in encoder_only_96 and encoder_only_96.count("| encoder |") == 2, encoder_only_96
+    assert "| encoder | 96 | 3 |" in encoder_only_96 and encoder_only_96.count("| encoder |") == 1, encoder_only_96
+    # rows are labelled by the horizons they hold: a custom grid's 24 is not called 96
+    custom = report_tables.horizon_span_table(p.assign(horizon=[24, 96, 720]))
+    assert [line.split(" | ")[1] for line in custom.splitlines()[2:]] == ["24", "96", "24-96", "all"], custom
+    up_to_336 = report_tables.horizon_span_table(p.assign(horizon=[96, 192, 336]))
+    assert [line.split(" | ")[1] for line in up_to_336.splitlines()[2:]] == ["96", "192-336", "96-336"], up_to_336
 
 
 def test_pools_per_kind_of_input_and_best_validation_pairs(tmp_path):
@@ -355,9 +365,9 @@ def test_pools_per_kind_of_input_and_best_validation_pairs(tmp_path):
                     regime=regime, seed=seed, attention=attention, test_mse=0.4 + d, best_val_mse=0.7 + 2 * d,
                     cell_id=f"{regime}-{attention}-{seed}"))
     text = report.write(tmp_path).read_text()
-    assert "| patchtst | regular | 96-336 | 2 | -0.0015 [" in text, text
-    assert "| patchtst | irregular | 96-336 | 4 | +0.0055 [" in text, text  # 0.004, 0.005, 0.006, 0.007
-    assert "| patchtst | interpolated | 96-336 | 2 | +0.0105 [" in text, text
+    assert "| patchtst | regular | 96 | 2 | -0.0015 [" in text, text
+    assert "| patchtst | irregular | 96 | 4 | +0.0055 [" in text, text  # 0.004, 0.005, 0.006, 0.007
+    assert "| patchtst | interpolated | 96 | 2 | +0.0105 [" in text, text
     best = text.split("Best validation MSE (the epoch early stopping kept)")[1]
     assert "| patchtst | 96 | 8 | +0.0100 [" in best, best  # twice the mean test gap over all 8 pairs
 

@@ -689,7 +689,7 @@ def test_one_runner_per_results_folder(tmp_path):
     from benchmarks.run_lock import LOCK, run_lock
 
     with run_lock(tmp_path):
-        assert (tmp_path / LOCK).read_text() == str(os.getpid())
+        assert json.loads((tmp_path / LOCK).read_text())["pid"] == os.getpid()
         with pytest.raises(SystemExit, match=rf"another runner \(process {os.getpid()}\) is writing to"):
             with run_lock(tmp_path):
                 pass
@@ -698,7 +698,32 @@ def test_one_runner_per_results_folder(tmp_path):
     gone.wait()
     (tmp_path / LOCK).write_text(str(gone.pid))  # left by a killed runner
     with run_lock(tmp_path):
-        assert (tmp_path / LOCK).read_text() == str(os.getpid())
+        assert json.loads((tmp_path / LOCK).read_text())["pid"] == os.getpid()
+
+
+def test_the_runner_lock_tells_a_reused_process_id_and_another_host_apart(tmp_path):
+    """A process id reused after a crash kept the folder locked for good; a runner on another host
+    sharing the folder cannot be checked, so its lock is never taken over."""
+    import os
+    import socket
+
+    from benchmarks.run_lock import LOCK, _start_time, run_lock
+
+    lock = tmp_path / LOCK
+    if _start_time(os.getpid()) is not None:  # Linux: a live id with another start time is a reused id
+        lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                    "started": _start_time(os.getpid()) - 1}))
+        with run_lock(tmp_path):
+            assert json.loads(lock.read_text())["started"] == _start_time(os.getpid())
+    lock.write_text(str(os.getpid()))  # a lock written before the host was recorded still holds
+    with pytest.raises(SystemExit, match="another runner"):
+        with run_lock(tmp_path):
+            pass
+    lock.write_text(json.dumps({"pid": 1, "host": "elsewhere", "started": 5}))
+    with pytest.raises(SystemExit, match=r"a runner on host elsewhere \(process 1\) is writing to .* delete"):
+        with run_lock(tmp_path):
+            pass
+    assert lock.exists()
 
 
 def test_a_hand_edited_grid_that_no_longer_expands_leaves_the_recorded_block_names(tmp_path, capsys):

@@ -85,6 +85,24 @@ def test_tiny_end_to_end_fit_learns_and_tests(dm, tmp_path, model):
     assert set(test) == {"test_mse", "test_mae"} and all(torch.isfinite(torch.tensor(v)) for v in test.values())
 
 
+def test_a_plain_trainers_hparams_yaml_records_the_model(dm, tmp_path):
+    """The model is left out of the saved hyperparameters, so hparams.yaml said nothing of the
+    architecture or the attention; load_from_checkpoint must still take the saved ones back."""
+    import yaml
+    from lightning.pytorch.loggers import CSVLogger
+
+    module = ForecastingModule(tiny_patchtst("continuous"), lr=3e-3, lr_schedule="constant")
+    trainer = L.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=2, limit_val_batches=1,
+                        logger=CSVLogger(tmp_path), enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(module, dm)
+    saved = yaml.safe_load(Path(trainer.logger.log_dir, "hparams.yaml").read_text())
+    assert saved["model_class"] == "ts_continuum.models.patchtst.PatchTST", saved
+    assert saved["model_config"]["attention"] == "continuous" and saved["model_config"]["d_model"] == 16, saved
+    assert saved["lr"] == 3e-3 and "model_config" not in module.hparams
+    loaded = ForecastingModule.load_from_checkpoint(trainer.checkpoint_callback.best_model_path)
+    assert loaded.model.config == module.model.config
+
+
 def test_lightnings_own_checkpoint_routes_refuse_another_model_or_other_resumed_options(dm, tmp_path):
     """load_from_checkpoint(model=...) and trainer.test/fit(ckpt_path=...) load the weights into
     whatever model was built: revin or sink (no weights of their own) differed without a word, and a

@@ -224,11 +224,27 @@ class ForecastingModule(L.LightningModule):
             )
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
-    # --- checkpoints rebuild the model --------------------------------------------------
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
+    # --- the model's arguments reach the loggers and checkpoints ------------------------
+    def _model_record(self) -> dict:
         cls = type(self.model)
-        checkpoint["model_class"] = f"{cls.__module__}.{cls.__qualname__}"
-        checkpoint["model_config"] = dict(getattr(self.model, "config", {}))
+        return {"model_class": f"{cls.__module__}.{cls.__qualname__}",
+                "model_config": dict(getattr(self.model, "config", {}))}
+
+    def _log_model(self) -> None:
+        """The model is left out of the saved hyperparameters (load_from_checkpoint passes those
+        back to ``__init__``), so a plain Trainer's ``hparams.yaml`` said nothing of the architecture
+        or the attention: logged beside them here."""
+        for logger in self.loggers:
+            logger.log_hyperparams(self._model_record())
+
+    def on_fit_start(self) -> None:
+        self._log_model()
+
+    def on_test_start(self) -> None:
+        self._log_model()
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint.update(self._model_record())
         if self._schedule_steps is not None:
             checkpoint[STEPS_KEY] = self._schedule_steps
 

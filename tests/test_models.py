@@ -16,6 +16,7 @@ from ts_continuum.models import EncoderTransformer, PatchTST, build_model
 from ts_continuum.models import patchtst as patchtst_module
 from ts_continuum.models.layers import MaskedBatchNorm, MultiHeadAttention
 from ts_continuum.models.packing import interpolate_to_grid, right_align, slot_index
+from ts_continuum.models import base as base_module
 from ts_continuum.models import encoder as encoder_module
 
 SMALL = {
@@ -78,6 +79,23 @@ def test_unobserved_values_cannot_change_the_forecast(cls, attention):
 
 
 @pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("revin", [False, True])
+def test_the_input_checks_and_the_choice_of_path_cost_one_host_sync(cls, revin, monkeypatch):
+    """Every check (values, RevIN channels, times) and the fast-path decision read back together: a
+    GPU step waited on the device once per check before."""
+    m = make(cls, revin=revin)
+    x = torch.randn(2, m.lookback, m.n_channels)
+    grid = torch.arange(-m.lookback + 1, 1.0)
+    reads = []
+    for name in ("__bool__", "item", "tolist"):
+        original = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _o=original, _n=name: reads.append(_n) or _o(self, *a))
+    m.check_input(x, torch.ones_like(x, dtype=torch.bool), grid)
+    m.check_input(x)
+    assert reads == ["tolist", "tolist"], reads
+
+
+@pytest.mark.parametrize("cls", MODELS)
 @pytest.mark.parametrize("attention", ["softmax", "continuous"])
 @pytest.mark.parametrize("pos_encoding", ["learned", "rope", "none"])
 @pytest.mark.parametrize("sink", SINKS)
@@ -86,8 +104,7 @@ def test_irregular_path_on_complete_data_equals_the_regular_path(cls, attention,
     m = make(cls, attention=attention, pos_encoding=pos_encoding, sink=sink)
     x = torch.randn(3, m.lookback, m.n_channels)
     fast = m(x)
-    module = patchtst_module if cls is PatchTST else encoder_module
-    monkeypatch.setattr(module, "is_regular", lambda mask, times: False)
+    monkeypatch.setattr(base_module, "regular_grid", lambda mask, times, device: torch.zeros((), dtype=torch.bool))
     slow = m(x, torch.ones_like(x, dtype=torch.bool), torch.arange(-m.lookback + 1, 1.0))
     torch.testing.assert_close(slow, fast, atol=1e-5, rtol=1e-5)
 

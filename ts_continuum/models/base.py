@@ -9,6 +9,7 @@ from torch import nn
 from ..attention.backends import BACKENDS
 from ..attention.choices import check_choice
 from .layers import ATTENTIONS, POS_ENCODINGS, SINKS, Attention
+from .packing import regular_grid
 
 
 class ForecastModel(nn.Module):
@@ -40,9 +41,11 @@ class ForecastModel(nn.Module):
         self.config["attention"] = kind
 
     def check_input(self, x: torch.Tensor, x_mask: torch.Tensor | None = None,
-                    x_time: torch.Tensor | None = None) -> None:
+                    x_time: torch.Tensor | None = None) -> bool:
         """The input contract, checked before any layer sees it, so a mistake is named here rather
-        than as a shape or dtype error deep inside attention (or, worse, not at all)."""
+        than as a shape or dtype error deep inside attention (or, worse, not at all). Returns whether
+        the window lies on the regular grid (the fast path), read in the same single host sync as
+        the checks: a GPU step pays for one, not one per check."""
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or tuple(x.shape[1:]) != (self.lookback, self.n_channels):
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must have shape (B, {self.lookback}, {self.n_channels}), got {got}")
@@ -56,12 +59,24 @@ class ForecastModel(nn.Module):
                        else type(x_mask).__name__)
                 raise ValueError(f"x_mask must be a bool tensor of x's shape {tuple(x.shape)} (True = observed), "
                                  f"got {got}")
+            if x_mask.device != x.device:
+                raise ValueError(f"x_mask must be on x's device {x.device}, got {x_mask.device}")
+        if x_time is not None:
+            if not isinstance(x_time, torch.Tensor) or tuple(x_time.shape) not in ((L,), (B, L)):
+                got = tuple(x_time.shape) if isinstance(x_time, torch.Tensor) else type(x_time).__name__
+                raise ValueError(f"x_time must have shape ({L},) or ({B}, {L}) (one time per input slot), got {got}")
+            if not x_time.is_floating_point():
+                raise ValueError(f"x_time must be a floating-point tensor (nominal steps), got dtype {x_time.dtype}")
+            if x_time.device != x.device:
+                raise ValueError(f"x_time must be on x's device {x.device}, got {x_time.device}")
         bad = ~torch.isfinite(x) if x_mask is None else ~torch.isfinite(x) & x_mask
-        checks = [bad.any()]
-        if x_mask is not None and getattr(self, "revin", None) is not None:
-            checks.append((~x_mask.any(1)).any())  # a channel RevIN would have no statistics for
-        any_bad, *empty = torch.stack(checks).tolist()  # one host sync; the details only when something is wrong
-        if any(empty):
+        revin_empty = (~x_mask.any(1)).any() if x_mask is not None and getattr(self, "revin", None) is not None \
+            else torch.zeros((), dtype=torch.bool, device=x.device)  # a channel RevIN would have no statistics for
+        times_bad = ~times_valid(x_time) if x_time is not None else torch.zeros((), dtype=torch.bool, device=x.device)
+        # one host sync for every check and the path; the details only when something is wrong
+        any_bad, empty, wrong_times, regular = torch.stack(
+            [bad.any(), revin_empty, times_bad, regular_grid(x_mask, x_time, x.device)]).tolist()
+        if empty:
             raise ValueError("every channel needs at least one observed value in the lookback window: RevIN "
                              "scales each channel by its window's statistics, and a channel never observed "
                              "would be forecast at about 0 whatever its level")
@@ -74,13 +89,9 @@ class ForecastModel(nn.Module):
                                  "(False = not observed) to leave them out")
             raise ValueError("x holds NaN or inf where x_mask is True (observed): the forecast would be NaN. "
                              "Replace such values, or mark them missing in x_mask (False = not observed)")
-        if x_time is not None:
-            if not isinstance(x_time, torch.Tensor) or tuple(x_time.shape) not in ((L,), (B, L)):
-                got = tuple(x_time.shape) if isinstance(x_time, torch.Tensor) else type(x_time).__name__
-                raise ValueError(f"x_time must have shape ({L},) or ({B}, {L}) (one time per input slot), got {got}")
-            if not x_time.is_floating_point():
-                raise ValueError(f"x_time must be a floating-point tensor (nominal steps), got dtype {x_time.dtype}")
-            check_times(x_time)
+        if wrong_times:
+            explain_times(x_time)
+        return regular
 
     def input_times(self, x_time: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
         """(B, L) input times in nominal steps; the regular grid -L+1..0 when none are given."""
@@ -95,18 +106,22 @@ class ForecastModel(nn.Module):
 ORIGIN_TOLERANCE = 0.5
 
 
-def check_times(x_time: torch.Tensor) -> None:
-    """Input times must be finite, strictly increasing and relative to the forecast origin.
+def times_valid(x_time: torch.Tensor) -> torch.Tensor:
+    """Input times must be finite, strictly increasing and relative to the forecast origin (a 0-dim
+    tensor, read with the other input checks; ``explain_times`` names what is wrong).
 
     On complete unit-spaced windows the fast path ignores ``x_time``, but one missing value sends the
     same window down the irregular path, where times place the read-out grid and the time
     embedding: absolute or reversed times would then give a wrong forecast without any error.
-    One host sync for the common case; the details are computed only when something is wrong.
     """
+    return (torch.isfinite(x_time).all() & (torch.diff(x_time, dim=-1) > 0).all()
+            & (x_time[..., -1] <= ORIGIN_TOLERANCE).all())
+
+
+def explain_times(x_time: torch.Tensor) -> None:
+    """Raise the error that says why ``times_valid`` is False."""
     steps = torch.diff(x_time, dim=-1)
     last = x_time[..., -1]
-    if bool(torch.isfinite(x_time).all() & (steps > 0).all() & (last <= ORIGIN_TOLERANCE).all()):
-        return
     if not bool(torch.isfinite(x_time).all()):
         raise ValueError("x_time holds NaN or inf; every input slot needs a time, masked slots included "
                          "(give a missing value its nominal time and mask it with x_mask)")

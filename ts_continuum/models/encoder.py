@@ -16,7 +16,7 @@ from torch import nn
 
 from .base import ForecastModel
 from .layers import Attention, BackendName, Dropout, Encoder, PosEncoding, RevIN, Sink
-from .packing import is_regular, pack, right_align, slot_index
+from .packing import pack, right_align, slot_index
 
 
 class EncoderTransformer(ForecastModel):
@@ -88,14 +88,14 @@ class EncoderTransformer(ForecastModel):
         x_time: (B, L) or (L,) times in nominal steps relative to the forecast origin (last input
         slot = 0, strictly increasing; unused when the window is complete and unit-spaced). Returns
         (B, horizon, C)."""
-        self.check_input(x, x_mask, x_time)
+        regular = self.check_input(x, x_mask, x_time)
         B, L, C = x.shape
         stats = None
         if self.revin is not None:
             x, stats = self.revin.normalize(x, x_mask)
         observed = x_mask if x_mask is not None else torch.ones_like(x, dtype=torch.bool)
         feats = torch.cat([torch.where(observed, x, torch.zeros_like(x)), observed.to(x.dtype)], dim=-1)
-        if is_regular(x_mask, x_time):
+        if regular:
             times, lengths = None, None
             tokens = self.embed(feats) + self.time_embedding(self.grid)
             if self.pos_encoding == "learned":

@@ -10,15 +10,23 @@ from __future__ import annotations
 import torch
 
 
-def is_regular(mask: torch.Tensor | None, times: torch.Tensor | None) -> bool:
-    """True when every input is observed on the grid -L+1, ..., 0 itself: the fast path, which
-    never reads the times, applies. A unit-spaced window that ends before the origin is not that
-    grid (its forecast lies further ahead), so it takes the irregular path."""
-    if mask is not None and not bool(mask.all()):
-        return False
+def regular_grid(mask: torch.Tensor | None, times: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+    """True (a 0-dim tensor, read by the caller with its other checks) when every input is observed
+    on the grid -L+1, ..., 0 itself: the fast path, which never reads the times, applies. A
+    unit-spaced window that ends before the origin is not that grid (its forecast lies further
+    ahead), so it takes the irregular path."""
+    flag = torch.ones((), dtype=torch.bool, device=device)
+    if mask is not None:
+        flag = flag & mask.all()
     if times is not None:
-        return bool((torch.diff(times, dim=-1) == 1).all() & (times[..., -1] == 0).all())
-    return True
+        flag = flag & (torch.diff(times, dim=-1) == 1).all() & (times[..., -1] == 0).all()
+    return flag
+
+
+def is_regular(mask: torch.Tensor | None, times: torch.Tensor | None) -> bool:
+    """``regular_grid`` read on its own (the models read it together with their input checks)."""
+    device = next((t.device for t in (mask, times) if t is not None), torch.device("cpu"))
+    return bool(regular_grid(mask, times, device))
 
 
 def pack(mask: torch.Tensor, *tensors: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:

@@ -24,7 +24,7 @@ from torch import nn
 
 from .base import ForecastModel
 from .layers import Attention, BackendName, Dropout, Encoder, PosEncoding, RevIN, Sink
-from .packing import interpolate_to_grid, is_regular, pack, slot_index
+from .packing import interpolate_to_grid, pack, slot_index
 
 
 class PatchTST(ForecastModel):
@@ -111,13 +111,13 @@ class PatchTST(ForecastModel):
         x_mask: (B, L, C) bool, True = observed; x_time: (B, L) or (L,) times in nominal steps
         relative to the forecast origin (last input slot = 0, strictly increasing; unused when the window
         is complete and unit-spaced). Returns the forecast (B, horizon, C)."""
-        self.check_input(x, x_mask, x_time)
+        regular = self.check_input(x, x_mask, x_time)
         B, L, C = x.shape
         stats = None
         if self.revin is not None:
             x, stats = self.revin.normalize(x, x_mask)
         series = x.permute(0, 2, 1).reshape(B * C, L)
-        if is_regular(x_mask, x_time):
+        if regular:
             tokens, times, lengths = self._regular_patches(series)
             counts = None
         else:

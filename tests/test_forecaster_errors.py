@@ -535,3 +535,12 @@ def test_a_series_named_like_the_time_or_id_column_is_refused_with_the_rename(na
                                          r"series.rename\('y'\)"):
         Forecaster(**TINY).fit(series, time_col=time_col)
     Forecaster(**TINY, limit_train_batches=1).fit(series.rename("y"), time_col=time_col)  # the advice works
+
+
+def test_a_series_named_ds_is_the_variable_when_the_time_is_the_index_and_a_custom_id_is_called_an_id():
+    from ts_continuum.forecasting.frames import detect_spec
+
+    series = pd.Series(np.sin(np.arange(80) / 5), index=pd.date_range("2021", periods=80, freq="h"), name="ds")
+    assert detect_spec(series, time_col=None).target_cols == ("ds",)  # time_col=None: the index holds the time
+    with pytest.raises(ValueError, match="a Series named 'store', the name of the id column"):
+        detect_spec(series.rename("store"), id_col="store")

@@ -93,16 +93,17 @@ class Panel:
 SERIES_NAME = "y"  # the column of a pandas Series without a name
 
 
-def as_frame(data, what: str = "data", reserved: tuple = ()) -> pd.DataFrame:
+def as_frame(data, what: str = "data", reserved: dict | None = None) -> pd.DataFrame:
     """A DataFrame as given; a Series (one variable over a DatetimeIndex, as sktime and darts users
     hold it) as the one-column wide frame it stands for, named after the Series or ``y``. A Series
-    named like a ``reserved`` column (the time or id column) would be read as that column, not as
+    named like a ``reserved`` column (name -> "id" or "time") would be read as that column, not as
     the variable, so it is refused with the rename to make."""
     if isinstance(data, pd.Series):
-        if data.name is not None and data.name in reserved:
-            raise ValueError(f"{what} is a Series named {data.name!r}, the name of the "
-                             f"{'id' if data.name == LONG_ID else 'time'} column, so it would not be read as "
-                             f"the variable to forecast; rename it, e.g. series.rename({SERIES_NAME!r})")
+        role = (reserved or {}).get(data.name) if data.name is not None else None
+        if role:
+            raise ValueError(f"{what} is a Series named {data.name!r}, the name of the {role} column, so it "
+                             f"would not be read as the variable to forecast; rename it, e.g. "
+                             f"series.rename({SERIES_NAME!r})")
         return data.to_frame(SERIES_NAME if data.name is None else data.name)
     if not isinstance(data, pd.DataFrame):
         raise ValueError(f"expected a pandas DataFrame for {what} (or a Series with a DatetimeIndex), got "
@@ -113,7 +114,9 @@ def as_frame(data, what: str = "data", reserved: tuple = ()) -> pd.DataFrame:
 def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | None = "ds",
                 target_cols: str | list[str] | None = None) -> FrameSpec:
     """Long format if ``id_col`` is given or a ``unique_id`` column exists, else wide."""
-    df = as_frame(df, "training data", reserved=(LONG_ID, id_col, time_col or "ds"))
+    # time_col=None: the time is the index, so a Series may be named "ds"
+    reserved = {name: role for name, role in ((time_col, "time"), (LONG_ID, "id"), (id_col, "id")) if name is not None}
+    df = as_frame(df, "training data", reserved=reserved)
     if isinstance(target_cols, str):
         target_cols = [target_cols]
     columns = list(df.columns)

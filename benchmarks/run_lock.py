@@ -22,9 +22,12 @@ def run_lock(out: Path) -> Iterator[None]:
     lock = out / LOCK
     for _ in range(2):
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            _create(lock, json.dumps(_this_process()))
         except FileExistsError:
             holder = _read(lock)
+            if not holder:  # written whole or not at all (_create), so not a runner starting up
+                raise SystemExit(f"{lock} cannot be read as a runner's lock; delete it if no runner is writing to "
+                                 f"{out}") from None
             if holder.get("host", socket.gethostname()) != socket.gethostname():
                 raise SystemExit(f"a runner on host {holder['host']} (process {holder.get('pid')}) is writing to "
                                  f"{out}; wait for it to finish, or delete {lock} if it is no longer "
@@ -34,8 +37,6 @@ def run_lock(out: Path) -> Iterator[None]:
                                  f"finish or stop it (a lock left by a killed runner is taken over: {lock})") from None
             lock.unlink(missing_ok=True)  # stale: its runner is gone
             continue
-        with os.fdopen(fd, "w") as f:
-            json.dump(_this_process(), f)
         break
     else:  # another runner took the stale lock first
         raise SystemExit(f"another runner has just started writing to {out}; wait for it to finish")
@@ -43,6 +44,17 @@ def run_lock(out: Path) -> Iterator[None]:
         yield
     finally:
         lock.unlink(missing_ok=True)
+
+
+def _create(lock: Path, text: str) -> None:
+    """Create ``lock`` holding ``text`` in one step (FileExistsError if it exists): a lock created
+    empty and written after could be read, half written, as a stale lock and taken over."""
+    temp = lock.with_name(f"{lock.name}.{os.getpid()}.tmp")
+    temp.write_text(text)
+    try:
+        os.link(temp, lock)
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def _this_process() -> dict:

@@ -719,6 +719,10 @@ def test_the_runner_lock_tells_a_reused_process_id_and_another_host_apart(tmp_pa
     with pytest.raises(SystemExit, match="another runner"):
         with run_lock(tmp_path):
             pass
+    lock.write_text("")  # cannot be a runner starting up (the lock is created whole), so not taken over
+    with pytest.raises(SystemExit, match=r"cannot be read as a runner's lock; delete it"):
+        with run_lock(tmp_path):
+            pass
     lock.write_text(json.dumps({"pid": 1, "host": "elsewhere", "started": 5}))
     with pytest.raises(SystemExit, match=r"a runner on host elsewhere \(process 1\) is writing to .* delete"):
         with run_lock(tmp_path):

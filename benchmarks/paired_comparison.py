@@ -35,13 +35,18 @@ def check_unique_runs(df: pd.DataFrame) -> None:
 
 def _recipe(config: object) -> str:
     """A run's recorded config without its attention, block and seed: what its partner (same seed)
-    must share, and what the seeds of one setting should."""
+    must share, and what the seeds of one setting should. An optional setting left out counts as
+    its default, as the runner reads it (a config recorded without limit_train_batches ran all
+    batches, as one recorded with 1.0 did)."""
+    from benchmarks.study_cell import OPTIONAL  # imports Lightning: only once configs are read
+
     try:
         cell = json.loads(config)
     except (TypeError, ValueError):  # rows written before configs were recorded
         return ""
     if not isinstance(cell, dict):
         return ""
+    cell = {**OPTIONAL, **cell}
     return json.dumps({k: v for k, v in cell.items() if k not in ("attention", "block", "seed")}, sort_keys=True)
 
 

@@ -156,9 +156,10 @@ def expand(grid: dict) -> list[dict]:
                 seen[cid] = cell
                 cells.append(cell)
                 continue
-            differ = sorted(k for k in set(first) | set(cell) if k != "block" and first.get(k) != cell.get(k))
+            was, now = experiment(first), experiment(cell)  # an optional setting left out is its default
+            differ = sorted(k for k in SETTINGS if was[k] != now[k])
             if differ:  # it would be dropped, and its partner paired with a run of other settings
-                detail = ", ".join(f"{k} {cell.get(k)!r} (block {first['block']!r}: {first.get(k)!r})" for k in differ)
+                detail = ", ".join(f"{k} {now[k]} (block {first['block']!r}: {was[k]})" for k in differ)
                 raise ValueError(f"block {block['name']!r} repeats cell {cid} of block {first['block']!r} with other "
                                  f"settings: {detail}. A cell runs once per results folder; run other settings "
                                  "of the same cells into another --out")

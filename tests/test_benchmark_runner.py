@@ -643,6 +643,10 @@ def test_runs_of_one_setting_pair_only_when_run_alike(tmp_path):
                                                         test_mse=0.30, config=config("continuous", cont, "later")))
     df = report.load(tmp_path)
     assert pairs(df)["seed"].tolist() == [1] and unpaired(df) == ["c0", "s0"]
+    # a setting left out of one config and written out at its default in the other is the same recipe
+    written_out = json.dumps({**json.loads(config("continuous", 1, "later")), "limit_train_batches": 1.0})
+    alike = df.assign(config=np.where(df["cell_id"] == "c1", written_out, df["config"]))
+    assert pairs(alike)["seed"].tolist() == [1]
     text = report.write(tmp_path).read_text()
     assert "1 | -0.0800" in text
     assert "the seeds of 1 rows above were run with configs that differ" in text  # continuous: 3 and 1 epochs
@@ -661,6 +665,8 @@ def test_a_block_repeating_a_cell_with_other_settings_is_refused():
         run.expand(grid)
     grid["blocks"][1]["overrides"] = {}
     assert len(run.expand(grid)) == 2  # repeated alike: runs once
+    grid["blocks"][1]["overrides"] = {"limit_train_batches": 1.0}  # the default, written out
+    assert len(run.expand(grid)) == 2
 
 
 @pytest.mark.parametrize("axis,value,match", [

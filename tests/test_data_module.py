@@ -280,6 +280,32 @@ def test_a_text_column_can_be_left_out_and_non_finite_values_are_named(tiny_csv,
         ForecastDataModule(str(only_time), lookback=24, horizon=6).setup()
 
 
+def test_columns_take_an_index_or_array_and_refuse_an_unordered_set(tiny_csv):
+    for columns in (pd.Index(["b", "a"]), np.array(["b", "a"])):
+        assert ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, columns=columns).channel_names == ["b", "a"]
+    with pytest.raises(ValueError, match=r"an ordered list of column names .* got set"):
+        ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, columns={"a", "b"})
+
+
+def test_a_drop_fraction_short_by_chance_is_not_taken_for_observations_put_back(tmp_path):
+    """On a small file the random draw can fall short of drop by more than two points with nothing
+    put back; the warning said a longer lookback would help."""
+    from ts_continuum.data.windows import IrregularRegime
+
+    rows = 400
+    pd.DataFrame({"date": pd.date_range("2020", periods=rows, freq="h"), "a": np.arange(rows) * 0.1}).to_csv(
+        tmp_path / "small.csv", index=False)
+    seed = next(s for s in range(200) if 1 - IrregularRegime(drop=0.3, seed=s, mode="step")
+                .observation_mask(rows, 1, max_gap=rows).mean() < 0.28)  # a draw short by chance
+    dm = ForecastDataModule(str(tmp_path / "small.csv"), lookback=48, horizon=8, drop=0.3, drop_mode="step",
+                            regime_seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        dm.setup()
+    assert np.array_equal(dm.splits["train"].mask, IrregularRegime(drop=0.3, seed=seed, mode="step")
+                          .observation_mask(rows, 1, max_gap=rows))  # nothing was put back
+
+
 def test_a_drop_fraction_a_short_lookback_cannot_keep_is_warned_about(tiny_csv):
     with pytest.warns(UserWarning, match=r"drop=0.6 removed only .*% of the inputs: every window of lookback 4"):
         ForecastDataModule(str(tiny_csv), lookback=4, horizon=2, drop=0.6).setup()

@@ -156,13 +156,21 @@ def test_a_checkpoint_keeps_the_scaling_it_was_trained_with(tiny_csv, tmp_path):
     np.testing.assert_allclose(later.scaler.mean_, mean)
     np.testing.assert_allclose(later.splits["test"].values, ((later.frame.values - mean) / scale).astype(np.float32),
                                rtol=1e-6, atol=1e-6)
-    same = ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, batch_size=16)
+    df.to_csv(csv, index=False)  # the file as trained on again
+    same = ForecastDataModule(str(csv), lookback=24, horizon=6, batch_size=16)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", UserWarning)  # the unchanged file: silent
+        warnings.simplefilter("error", UserWarning)  # the unchanged data: silent
         same.setup()
         same.load_state_dict(dm.state_dict())
+        # other data (a model trained on one series scored on another) keeps its own scaling
+        pd.read_csv(tiny_csv).assign(a=lambda d: d["a"] * 3.0 + 7.0).to_csv(tmp_path / "other.csv", index=False)
+        other = ForecastDataModule(str(tmp_path / "other.csv"), lookback=24, horizon=6, batch_size=16)
+        own = other.scaler.mean_.copy()
+        other.load_state_dict(dm.state_dict())
+        np.testing.assert_allclose(other.scaler.mean_, own)
+        assert not np.allclose(own, mean)
     with pytest.raises(ValueError, match=r"trained on the channels \['a', 'b', 'c'\].*columns="):
-        ForecastDataModule(str(tiny_csv), lookback=24, horizon=6, columns=["b", "a"]).load_state_dict(dm.state_dict())
+        ForecastDataModule(str(csv), lookback=24, horizon=6, columns=["b", "a"]).load_state_dict(dm.state_dict())
 
 
 def test_the_prediction_writer_labels_a_plain_trainers_forecasts_in_the_datas_units(dm, tmp_path):

@@ -23,7 +23,10 @@ def _check_columns(columns) -> list[str] | None:
     if isinstance(columns, str):
         raise ValueError(f"columns must be a list of column names, got the string {columns!r}; "
                          f"pass columns=[{columns!r}]")
-    if not isinstance(columns, (list, tuple)) or not columns:
+    if isinstance(columns, (set, frozenset, dict)):
+        raise ValueError(f"columns must be an ordered list of column names (their order is the channels'), got "
+                         f"{type(columns).__name__} {columns!r}; pass a list")
+    if not pd.api.types.is_list_like(columns) or not len(columns := list(columns)):  # a pandas Index, an array
         raise ValueError(f"columns must be a non-empty list of column names, got {columns!r}")
     repeated = sorted({c for c in columns if list(columns).count(c) > 1})
     if repeated:
@@ -215,13 +218,20 @@ class ForecastDataModule(L.LightningDataModule):
         """The scaling the model was trained with: Lightning saves it in every checkpoint, so that
         evaluation scales inputs as training did even when the file has changed since."""
         return {"scaler_mean": self.scaler.mean_.tolist(), "scaler_scale": self.scaler.scale_.tolist(),
-                "channels": self.channel_names}
+                "channels": self.channel_names, "dataset": self._source()}
+
+    def _source(self) -> str:
+        """Which data this is: a bundled dataset's name, or the file's absolute path."""
+        return bundled_name(self.dataset) or str(Path(self.dataset).expanduser().resolve())
 
     def load_state_dict(self, state: dict) -> None:
         """Take a checkpoint's scaling (Lightning calls this when it restores a checkpoint, after
         ``setup``); a file whose training rows now scale otherwise is warned about, and the
-        checkpoint's scaling is used."""
+        checkpoint's scaling is used. Other data than the checkpoint's (a model trained on ETTh1
+        tested on ETTh2) keeps its own scaling: the checkpoint's would shift every input."""
         if "scaler_mean" not in state:  # a checkpoint from before the scaling was saved
+            return
+        if state.get("dataset", self._source()) != self._source():
             return
         mean, scale = np.asarray(state["scaler_mean"]), np.asarray(state["scaler_scale"])
         channels = state.get("channels", self.channel_names)
@@ -250,12 +260,13 @@ class ForecastDataModule(L.LightningDataModule):
         mask = offsets = None
         if not self.regime.is_regular:
             mask = self.regime.observation_mask(len(values), values.shape[1], max_gap=self.lookback - 1)
-            dropped = 1.0 - float(mask.mean())
-            if dropped < self.regime.drop - 0.02:
-                warnings.warn(f"drop={self.regime.drop} removed only {dropped:.1%} of the inputs: every window of "
-                              f"lookback {self.lookback} must observe each channel, so observations were put back "
-                              "into gaps longer than that; a longer lookback keeps the fraction asked for",
-                              UserWarning, stacklevel=2)
+            drawn = self.regime.observation_mask(len(values), values.shape[1], max_gap=len(values))  # none put back
+            restored = float(mask.mean()) - float(drawn.mean())
+            if restored > 0.02:  # a draw short of drop by chance (small files) is not warned about
+                warnings.warn(f"drop={self.regime.drop} removed only {1.0 - float(mask.mean()):.1%} of the inputs: "
+                              f"every window of lookback {self.lookback} must observe each channel, so "
+                              f"{restored:.1%} of the inputs were put back into gaps longer than that; a longer "
+                              "lookback keeps the fraction asked for", UserWarning, stacklevel=2)
             offsets = self.regime.time_offsets(len(values))
         for split, (start, end) in self.rows.items():
             self.splits[split] = WindowDataset(

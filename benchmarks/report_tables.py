@@ -78,9 +78,10 @@ def paired_table(p: pd.DataFrame, by: list[str], sort: bool = True) -> str:
 def horizon_span_table(p: pd.DataFrame, up_to: int = 336, by: tuple[str, ...] = ("model",)) -> str:
     """Per group of ``by`` (the model, or the model and kind of input), pooled over horizons: the
     shortest horizon alone and the longer ones up to ``up_to`` (when both have pairs), all up to
-    ``up_to``, and all (when it adds horizons). Rows are labelled by the horizons they hold. Beside the paired table: the sign test, the Hodges-Lehmann shift and the
-    size of the differences relative to softmax's MSE (median and largest |Δ| / softmax), so each
-    headline figure comes from this table."""
+    ``up_to``, and all (when it adds horizons). Rows are labelled by the horizons they hold. Beside
+    the paired table: the sign test, the Hodges-Lehmann shift and the size of the differences
+    relative to softmax's MSE (median and largest |Δ| / softmax), so each headline figure comes
+    from this table."""
     by = list(by)
 
     def label(grp: pd.DataFrame) -> str:

@@ -28,10 +28,10 @@ def _check_columns(columns) -> list[str] | None:
                          f"{type(columns).__name__} {columns!r}; pass a list")
     if not pd.api.types.is_list_like(columns) or not len(columns := list(columns)):  # a pandas Index, an array
         raise ValueError(f"columns must be a non-empty list of column names, got {columns!r}")
-    repeated = sorted({c for c in columns if list(columns).count(c) > 1})
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
     if repeated:
         raise ValueError(f"columns name {repeated} more than once; each variable is one channel")
-    return list(columns)
+    return columns
 
 
 def _span(delta: pd.Timedelta) -> str:

@@ -16,8 +16,10 @@ HEAD_DIMS = (16, 32, 64, 128)  # compiled widths; other dims up to 128 are zero-
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def unsupported_reason(q: torch.Tensor, head_dim: int, value_dim: int) -> str:
+def unsupported_reason(q: torch.Tensor, head_dim: int, value_dim: int, keys: int | None = None) -> str:
     """'' if the kernel handles these inputs, else why not (the op then names backend='torch')."""
+    if keys is not None and keys != q.shape[-2]:
+        return f"{q.shape[-2]} queries for {keys} keys (the kernel takes self-attention only for now)"
     if q.dtype not in DTYPES:
         return f"dtype {q.dtype} (the kernel takes float32, float16 and bfloat16)"
     if max(head_dim, value_dim) > HEAD_DIMS[-1]:

@@ -20,10 +20,16 @@ def _simpson_weights(n: int) -> np.ndarray:
 
 
 def quadrature_attention(
-    q, k, v, *, times=None, causal=False, sink="zero", sink_k=None, sink_v=None, sink_gap=1.0, lengths=None, scale=None
+    q, k, v, *, times=None, causal=False, sink="zero", sink_k=None, sink_v=None, sink_gap=1.0, lengths=None, scale=None,
+    q_lengths=None,
 ) -> torch.Tensor:
+    """Self-attention when ``q`` has as many rows as ``k`` and no ``q_lengths`` is given (rows past
+    ``lengths`` are padding); otherwise every query row below ``q_lengths`` integrates over the
+    whole key sequence (queries at their own times)."""
     q, k, v = (t.detach().double().numpy() for t in (q, k, v))
-    B, H, T, D = q.shape
+    B, H, Tq, D = q.shape
+    T = k.shape[2]
+    cross = Tq != T or q_lengths is not None
     scale = D**-0.5 if scale is None else scale
     s = np.linspace(0.0, 1.0, NODES)
     w = _simpson_weights(NODES)
@@ -47,7 +53,8 @@ def quadrature_attention(
                 kk, vv = np.vstack([k0, kk]), np.vstack([v0, vv])
                 tt_ = np.concatenate([[tau[0] - sink_gap], tau])
             offset = 0 if sink == "none" else 1  # index of observation 1 in the extended arrays
-            for t in range(L):
+            rows = (Tq if q_lengths is None else int(q_lengths[b])) if cross else L
+            for t in range(rows):
                 end = (t + offset) if causal else (L - 1 + offset)
                 if end == 0:  # zero-length range: the limit is v_1
                     out[b, h, t] = vv[0]

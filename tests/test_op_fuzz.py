@@ -26,10 +26,21 @@ def cases(draw):
     )
 
 
+@st.composite
+def cross_cases(draw):
+    """Queries at their own times: Tq drawn apart from T, non-causal, ragged query rows (0 allowed)."""
+    c = draw(cases())
+    B = c["shape"][0]
+    Tq = draw(st.integers(1, 12))
+    return dict(c, causal=False, queries=Tq, q_lengths=draw(st.lists(st.integers(0, Tq), min_size=B, max_size=B)))
+
+
 def leaves_of(c, dtype):
     g = torch.Generator().manual_seed(c["seed"])
     B, H, T, D = c["shape"]
     q, k, v = (torch.randn(B, H, T, D, generator=g, dtype=torch.float64) for _ in range(3))
+    if "queries" in c:
+        q = torch.randn(B, H, c["queries"], D, generator=g, dtype=torch.float64)
     q = q * c["magnitude"]
     sk, sv = torch.randn(H, D, generator=g, dtype=torch.float64), torch.randn(H, D, generator=g, dtype=torch.float64)
     return [t.to(dtype).requires_grad_(True) for t in (q, k, v, sk, sv)]
@@ -40,6 +51,8 @@ def run(c, dtype, times_dtype=None):
     leaves = leaves_of(c, dtype)
     times = torch.cumsum(torch.tensor(c["gaps"], dtype=torch.float64), 0).to(times_dtype or dtype)
     kw = dict(sink=c["sink"], causal=c["causal"], lengths=torch.tensor(c["lengths"]), sink_gap=c["sink_gap"])
+    if "q_lengths" in c:
+        kw["q_lengths"] = torch.tensor(c["q_lengths"])
     if c["sink"] == "learned":
         kw.update(sink_k=leaves[3], sink_v=leaves[4])
     out = continuous_attention(*leaves[:3], times=times.to(dtype), backend="torch", **kw)
@@ -49,7 +62,7 @@ def run(c, dtype, times_dtype=None):
 
 
 @settings(max_examples=80, deadline=None)
-@given(cases())
+@given(st.one_of(cases(), cross_cases()))
 def test_finite_outputs_and_gradients_for_any_magnitude(c):
     out, grads = run(c, torch.float32)
     assert torch.isfinite(out).all()
@@ -67,7 +80,7 @@ SMALL_GAP_AFTER_LARGE_TIMES = dict(shape=(1, 1, 9, 1), seed=4, gaps=[1.0, 1.0, 1
 
 
 @settings(max_examples=40, deadline=None)
-@given(cases())
+@given(st.one_of(cases(), cross_cases()))
 # Rounding the timestamps changes the problem, not the arithmetic: both runs see the same ones.
 @example(SMALL_GAP_AFTER_LARGE_TIMES)
 def test_float32_agrees_with_float64(c):

@@ -27,7 +27,8 @@ def call(**overrides):
     "overrides,match",
     [
         (dict(q=torch.randn(2, 5, 4)), r"q must have shape \(B, H, T, D\)"),
-        (dict(k=torch.randn(2, 2, 6, 4)), "k must have the shape of q"),
+        (dict(k=torch.randn(2, 3, 5, 4)), r"k must have shape \(B, H, T, D\) = \(2, 2, T, 4\)"),
+        (dict(k=torch.randn(2, 2, 6, 4)), r"v must have shape \(B, H, T, Dv\) = \(2, 2, 6\)"),
         (dict(v=torch.randn(2, 2, 6, 4)), "v must have shape"),
         (dict(v=torch.randn(2, 2, 5, 4, dtype=torch.float64)), "share one dtype"),
         (dict(q=torch.ones(2, 2, 5, 4, dtype=torch.long)), "q must be a floating-point tensor"),

@@ -126,8 +126,10 @@ def triton_available(device: torch.device) -> tuple[bool, str]:
     )
 
 
-def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int) -> Backend:
-    """The backend callable for ``name`` ("auto", "torch" or "triton") and these inputs."""
+def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int, keys: int | None = None) -> Backend:
+    """The backend callable for ``name`` ("auto", "torch" or "triton") and these inputs (``keys``:
+    the number of keys, default the number of queries)."""
+    keys = q.shape[-2] if keys is None else keys
     check_choice("backend", name, BACKENDS)
     if name == "torch":
         return TorchPath(EAGER_KERNELS)
@@ -137,7 +139,7 @@ def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int) -> Backend
             raise ValueError(f"backend='triton' is unavailable: {why}")
         from ts_continuum.kernels.autograd import triton_backend, unsupported_reason
 
-        reason = unsupported_reason(q, head_dim, value_dim)
+        reason = unsupported_reason(q, head_dim, value_dim, keys)
         if reason:
             raise ValueError(f"backend='triton' does not support these inputs: {reason}; use backend='torch'")
         return triton_backend
@@ -145,7 +147,7 @@ def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int) -> Backend
     if q.device.type == "cuda" and triton_available(q.device)[0]:
         from ts_continuum.kernels.autograd import triton_backend, unsupported_reason
 
-        if not unsupported_reason(q, head_dim, value_dim):
+        if not unsupported_reason(q, head_dim, value_dim, keys):
             return triton_backend
     if compile_enabled() and not torch.compiler.is_compiling():
         return compiled_torch_path()

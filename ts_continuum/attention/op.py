@@ -30,15 +30,20 @@ def continuous_attention(
     sink_v: torch.Tensor | None = None,
     sink_gap: float = 1.0,
     lengths: torch.Tensor | None = None,
+    q_lengths: torch.Tensor | None = None,
     scale: float | None = None,
     backend: backends.BackendName = "auto",
 ) -> torch.Tensor:
     """Continuous softmax attention over linearly interpolated keys and values.
 
     Args:
-        q, k, v: ``(B, H, T, D)`` (``v`` may have its own last dimension), the layout of
-            ``torch.nn.functional.scaled_dot_product_attention``. Query t is observation t.
-        times: observation times in nominal steps, ``None`` (τ_i = i), ``(T,)`` or ``(B, T)``;
+        q, k, v: ``q`` of shape ``(B, H, Tq, D)``, ``k`` ``(B, H, T, D)``, ``v`` ``(B, H, T, Dv)``,
+            the layout of ``torch.nn.functional.scaled_dot_product_attention``. With ``Tq = T``
+            (self-attention) query t is observation t. With ``Tq != T`` (queries at their own
+            times, e.g. forecast times; ``causal=False`` only) every query integrates over the
+            whole interpolated key sequence; the query's time enters only through ``q`` itself
+            (for example rotary positions applied to ``q`` and ``k`` before the call).
+        times: the keys' times in nominal steps, ``None`` (τ_i = i), ``(T,)`` or ``(B, T)``;
             strictly increasing over each sequence's valid positions. Gaps are taken in float64,
             so large absolute times given in float64 keep their resolution; float32 ones are
             rounded before the op sees them (Unix seconds to 128 s), which is warned about when
@@ -46,29 +51,40 @@ def continuous_attention(
             to a nearby origin. No gradient flows to ``times`` (the
             maths doc, section 4): the segment lengths are data, not parameters (a warning says so
             when ``times`` requires grad).
-        causal: query t integrates over [τ_0, τ_t]; otherwise every query integrates over its
-            whole sequence.
+        causal: query t integrates over [τ_0, τ_t] (needs ``Tq = T``: a query needs a key
+            segment of its own); otherwise every query integrates over its whole sequence.
         sink: the extra point at τ_1 - ``sink_gap``: ``"zero"`` (k = v = 0), ``"repeat"``
             (a copy of the first observation), ``"learned"`` (``sink_k`` of shape ``(H, D)``,
             ``sink_v`` of shape ``(H, Dv)``) or ``"none"`` (no extra point).
         sink_gap: the length Δ_1 of the sink's segment, in nominal steps (default 1.0), with or
             without ``times``.
-        lengths: ``(B,)`` valid lengths (right padding). Padded keys take no part and padded
-            query rows output 0.
+        lengths: ``(B,)`` valid keys (right padding, at least 1). Padded keys take no part. With
+            ``Tq = T`` and no ``q_lengths``, query rows past ``lengths`` are padding too and output 0
+            (self-attention); pass ``q_lengths`` to give queries their own valid lengths.
+        q_lengths: ``(B,)`` valid query rows (right padding, 0 allowed), for queries that are not
+            the observations; padded query rows output 0 and receive no gradient. Default: all
+            ``Tq`` rows valid (``Tq != T``), or ``lengths`` (``Tq = T``).
         scale: score scale, default ``D ** -0.5``; a negative one is applied by negating ``q``
             (the kernel's segment moments assume a non-negative scale).
         backend: ``"torch"`` (exact PyTorch path), ``"triton"`` (fused kernel) or ``"auto"``
             (the fastest correct backend available for these inputs).
 
     Returns:
-        ``(B, H, T, Dv)`` in the dtype of ``q``; half-precision inputs accumulate in float32.
+        ``(B, H, Tq, Dv)`` in the dtype of ``q``; half-precision inputs accumulate in float32.
     """
-    B, H, T, D = _check_qkv(q, k, v)
+    B, H, Tq, T, D = _check_qkv(q, k, v)
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be True or False, got {causal!r}")
+    if causal and Tq != T:
+        raise ValueError(
+            f"causal=True needs one query per key (query t is observation t and integrates up to its own "
+            f"time), got {Tq} queries for {T} keys; queries at other times integrate over the whole history: "
+            "use causal=False"
+        )
     check_choice("sink", sink, SINKS)
     check_choice("backend", backend, backends.BACKENDS)
     lengths = _check_lengths(lengths, B, T, q.device)
+    q_lengths = _check_q_lengths(q_lengths, B, Tq, T, lengths is None, q.device)
     times = _check_times(times, B, T, lengths, q.device)
     if not (_is_real(sink_gap) and math.isfinite(sink_gap) and sink_gap > 0):
         raise ValueError(f"sink_gap must be a positive finite number of nominal steps, got {sink_gap!r}")
@@ -80,23 +96,27 @@ def continuous_attention(
     if scale < 0:  # (-q)·k·|scale| is the same score; the kernel's moments need scale >= 0
         q, scale = -q, -scale
 
-    impl = backends.select(backend, q, D, v.shape[-1])
+    impl = backends.select(backend, q, D, v.shape[-1], keys=T)
+    first = 2 if sink == "none" else 1
+    layout = SegmentLayout(lengths, Tq, causal, first, q.device, keys=T, q_valid=q_lengths)
+    q_pad = None
     if lengths is not None:  # padded positions may hold anything (NaN too): they take no part
         pad = (torch.arange(T, device=q.device) >= lengths[:, None])[:, None, :, None]
-        q, k, v = q.masked_fill(pad, 0.0), k.masked_fill(pad, 0.0), v.masked_fill(pad, 0.0)
+        k, v = k.masked_fill(pad, 0.0), v.masked_fill(pad, 0.0)
+    if lengths is not None or q_lengths is not None:
+        q_pad = (layout.last == 0)[:, None, :, None]  # rows without segments: the padded queries
+        q = q.masked_fill(q_pad, 0.0)
 
     k_ext, v_ext = _with_sink_point(sink, k, v, sink_k, sink_v)
     work = torch.float64 if q.dtype == torch.float64 else torch.float32
     log_delta = _segment_log_lengths(times, float(sink_gap), T, q.device).to(work)
-    first = 2 if sink == "none" else 1
-    layout = SegmentLayout(lengths, T, causal, first, q.device)
     out = impl(q, k_ext, v_ext, log_delta, layout, float(scale))
     if sink == "none":
         # A zero-length integral (t = 1 causal, or a one-key sequence) is defined by its limit: v_1.
-        lone = layout.last < first  # (B|1, T), padded rows included: fixed up just below
+        lone = layout.last < first  # (B|1, Tq), padded rows included: fixed up just below
         out = torch.where(lone[:, None, :, None], v_ext[:, :, 1:2], out)
-        if lengths is not None:
-            out = out.masked_fill(pad, 0.0)
+        if q_pad is not None:
+            out = out.masked_fill(q_pad, 0.0)
     return out.to(q.dtype)
 
 
@@ -105,7 +125,7 @@ def _is_real(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
-def _check_qkv(q, k, v) -> tuple[int, int, int, int]:
+def _check_qkv(q, k, v) -> tuple[int, int, int, int, int]:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor of shape (B, H, T, D), got {type(t).__name__}")
@@ -113,18 +133,22 @@ def _check_qkv(q, k, v) -> tuple[int, int, int, int]:
             raise ValueError(f"{name} must have shape (B, H, T, D) (4 dimensions), got shape {tuple(t.shape)}")
         if not t.is_floating_point():
             raise ValueError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
-    if k.shape != q.shape:
-        raise ValueError(f"k must have the shape of q {tuple(q.shape)}, got {tuple(k.shape)}")
-    if v.shape[:3] != q.shape[:3]:
-        raise ValueError(f"v must have shape (B, H, T, Dv) = {tuple(q.shape[:3])} + (Dv,), got {tuple(v.shape)}")
+    if k.shape[:2] != q.shape[:2] or k.shape[-1] != q.shape[-1]:
+        B, H, _, D = q.shape
+        raise ValueError(f"k must have shape (B, H, T, D) = ({B}, {H}, T, {D}) like q {tuple(q.shape)} (any number "
+                         f"of keys T), got {tuple(k.shape)}")
+    if v.shape[:3] != k.shape[:3]:
+        raise ValueError(f"v must have shape (B, H, T, Dv) = {tuple(k.shape[:3])} + (Dv,) like k, got {tuple(v.shape)}")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
-    B, H, T, D = q.shape
-    if min(B, H, T, D, v.shape[-1]) == 0:
-        raise ValueError(f"q, k, v must be non-empty, got shapes {tuple(q.shape)} and {tuple(v.shape)}")
-    return B, H, T, D
+    B, H, Tq, D = q.shape
+    T = k.shape[2]
+    if min(B, H, Tq, T, D, v.shape[-1]) == 0:
+        raise ValueError(f"q, k, v must be non-empty, got shapes {tuple(q.shape)}, {tuple(k.shape)} and "
+                         f"{tuple(v.shape)}")
+    return B, H, Tq, T, D
 
 
 def _check_lengths(lengths, B: int, T: int, device) -> torch.Tensor | None:
@@ -144,6 +168,26 @@ def _check_lengths(lengths, B: int, T: int, device) -> torch.Tensor | None:
     if lo == T:
         return None
     return lengths.long()
+
+
+def _check_q_lengths(q_lengths, B: int, Tq: int, T: int, all_keys: bool, device) -> torch.Tensor | None:
+    if q_lengths is None:
+        return None
+    if not isinstance(q_lengths, torch.Tensor):
+        q_lengths = torch.as_tensor(q_lengths, device=device)
+    if q_lengths.shape != (B,):
+        raise ValueError(f"q_lengths must have shape (B,) = ({B},), got {tuple(q_lengths.shape)}")
+    if q_lengths.is_floating_point() or q_lengths.is_complex() or q_lengths.dtype == torch.bool:
+        raise ValueError(f"q_lengths must be an integer tensor, got dtype {q_lengths.dtype}")
+    if q_lengths.device != device:
+        raise ValueError(f"q_lengths must be on the device of q ({device}), got {q_lengths.device}")
+    lo, hi = torch.stack([q_lengths.min(), q_lengths.max()]).tolist()
+    if lo < 0 or hi > Tq:
+        raise ValueError(f"q_lengths must lie in [0, Tq={Tq}] (valid query rows of each batch row), "
+                         f"got min {lo}, max {hi}")
+    if lo == Tq and (Tq != T or all_keys):  # every row valid: the default
+        return None
+    return q_lengths.long()
 
 
 def _check_times(times, B: int, T: int, lengths, device) -> torch.Tensor | None:

@@ -33,20 +33,21 @@ def query_chunk(batch_heads: int, keys: int) -> int:
     return max(1, TILE_ELEMENTS // max(1, batch_heads * keys))
 
 
-def tiles(batch: int, heads: int, seq: int) -> list[tuple[slice, slice]]:
+def tiles(batch: int, heads: int, queries: int, keys: int | None = None) -> list[tuple[slice, slice]]:
     """(batch rows, query rows) of each tile, each holding about ``TILE_ELEMENTS`` scores.
 
-    Whole sequences when one fits: many short sequences (PatchTST's channels x windows, 7168
-    sequences of 42 patches in an ETTm1 evaluation batch) then make a few contiguous tiles instead
-    of one strided tile per query, which spent most of its time copying. Long sequences are split
-    by query over the whole batch.
+    ``keys`` defaults to ``queries`` (self-attention). Whole sequences when one fits: many short
+    sequences (PatchTST's channels x windows, 7168 sequences of 42 patches in an ETTm1 evaluation
+    batch) then make a few contiguous tiles instead of one strided tile per query, which spent most
+    of its time copying. Long sequences are split by query over the whole batch.
     """
-    per_sequence = heads * seq * (seq + 1)
+    keys = queries if keys is None else keys
+    per_sequence = heads * queries * (keys + 1)
     if batch * per_sequence <= TILE_ELEMENTS or per_sequence > TILE_ELEMENTS:
-        step = query_chunk(batch * heads, seq)
-        return [(slice(0, batch), slice(s, min(seq, s + step))) for s in range(0, seq, step)]
+        step = query_chunk(batch * heads, keys)
+        return [(slice(0, batch), slice(s, min(queries, s + step))) for s in range(0, queries, step)]
     rows = TILE_ELEMENTS // per_sequence
-    return [(slice(b, min(batch, b + rows)), slice(0, seq)) for b in range(0, batch, rows)]
+    return [(slice(b, min(batch, b + rows)), slice(0, queries)) for b in range(0, batch, rows)]
 
 
 def _rows(x: torch.Tensor, rows: slice) -> torch.Tensor:
@@ -140,14 +141,27 @@ def _to_points(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
 
 
 class SegmentLayout:
-    """Which segments each query row integrates over, independent of the head dimension."""
+    """Which segments each query row integrates over, independent of the head dimension.
 
-    def __init__(self, lengths: torch.Tensor | None, seq: int, causal: bool, first: int, device):
+    ``lengths``: (B,) valid keys (``None``: all ``keys``); ``q_valid``: (B,) valid query rows.
+    Without ``q_valid`` the queries are the observations when ``queries == keys`` (rows past
+    ``lengths`` are padding) and all valid otherwise. Causal needs ``queries == keys``.
+    """
+
+    def __init__(
+        self, lengths: torch.Tensor | None, queries: int, causal: bool, first: int, device,
+        keys: int | None = None, q_valid: torch.Tensor | None = None,
+    ):
+        keys = queries if keys is None else keys
         self.first = first
-        t = torch.arange(1, seq + 1, device=device)
-        total = (lengths if lengths is not None else torch.full((1,), seq, device=device)).view(-1, 1)
-        last = torch.minimum(t, total) if causal else total.expand(-1, seq)
-        self.last = torch.where(t <= total, last, torch.zeros_like(last))  # (B|1, T)
+        t = torch.arange(1, queries + 1, device=device)
+        total = (lengths if lengths is not None else torch.full((1,), keys, device=device)).view(-1, 1)
+        last = torch.minimum(t, total) if causal else total.expand(-1, queries)
+        if q_valid is not None:
+            rows = q_valid.view(-1, 1)
+        else:
+            rows = total if keys == queries else torch.full((1, 1), queries, device=device)
+        self.last = torch.where(t <= rows, last, torch.zeros_like(last))  # (B|1, Tq)
 
     def tile(self, rows: slice, queries: slice) -> torch.Tensor:
         return _rows(self.last, rows)[:, None, queries, None]
@@ -160,7 +174,7 @@ class ContinuousAttentionFunction(torch.autograd.Function):
     def forward(ctx, q, k_ext, v_ext, log_delta, layout, scale, kernels):
         fwd, _ = kernels
         B, H, T, _ = q.shape
-        parts = tiles(B, H, T)
+        parts = tiles(B, H, T, k_ext.shape[2] - 1)
         if len(parts) == 1:  # one tile: no copies into preallocated outputs
             out, lse = fwd(q, k_ext, v_ext, segment_log_lengths(layout.last[:, None, :, None], layout.first, log_delta),
                            scale)

@@ -2,6 +2,7 @@
 
 from .bundled import load_dataset
 from .datamodule import ForecastDataModule
+from .physionet import PhysioNetDataModule
 from .windows import IrregularRegime, WindowDataset, split_rows
 
-__all__ = ["load_dataset", "ForecastDataModule", "IrregularRegime", "WindowDataset", "split_rows"]
+__all__ = ["load_dataset", "ForecastDataModule", "PhysioNetDataModule", "IrregularRegime", "WindowDataset", "split_rows"]

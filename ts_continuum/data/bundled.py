@@ -1,7 +1,9 @@
-"""The bundled benchmark datasets (ETTh1/2, ETTm1/2, Weather) and plain CSV files as DataFrames."""
+"""The bundled benchmark datasets (ETTh1/2, ETTm1/2, Weather; PhysioNet 2012 in long format) and
+plain CSV files as DataFrames."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import warnings
@@ -19,6 +21,9 @@ BUNDLED = {
     "ettm2": "ETTm2.csv.gz",
     "weather": "weather.csv.gz",
 }
+# Irregular multivariate data: one row per observation (returned as stored, not on a time index).
+LONG = {"physionet2012": "physionet2012.csv.xz"}
+LONG_COLUMNS = {"physionet2012": ("set", "record_id", "time", "parameter", "value")}
 # Nominal sampling step of each bundled file.
 FREQUENCIES = {"etth1": "h", "etth2": "h", "ettm1": "15min", "ettm2": "15min", "weather": "10min"}
 
@@ -36,9 +41,43 @@ def data_dir() -> Path:
 
 
 def bundled_name(name: str) -> str | None:
-    """The canonical key of a bundled dataset ('etth1', ...) or None if ``name`` is not one."""
+    """The canonical key of a bundled regular dataset ('etth1', ...) or None if ``name`` is not one."""
     key = str(name).lower()
     return key if key in BUNDLED else None
+
+
+def _bundled_file(filename: str, verify: bool) -> Path:
+    folder = data_dir()
+    path = folder / filename
+    if not path.is_file():
+        raise FileNotFoundError(f"bundled dataset file {path} is missing; restore it (git checkout -- datasets/)")
+    if verify:
+        _verify(path, _expected_checksums(folder)[filename])
+    return path
+
+
+@functools.lru_cache(maxsize=2)
+def _read_long(key: str, verify: bool) -> pd.DataFrame:
+    path = _bundled_file(LONG[key], verify)
+    frame = pd.read_csv(path, dtype={"set": "category", "parameter": "category"})
+    expected = list(LONG_COLUMNS[key])
+    if list(frame.columns) != expected:
+        raise ValueError(f"{path} has columns {list(frame.columns)}, expected {expected}; restore the file "
+                         "(git checkout -- datasets/)")
+    return frame
+
+
+def load_long_dataset(name: str, verify: bool = True) -> pd.DataFrame:
+    """A bundled irregular dataset as its long frame, one row per observation, as stored.
+
+    ``"physionet2012"``: columns ``set`` (a/b/c), ``record_id``, ``time`` (minutes since ICU
+    admission, 0-2880), ``parameter`` (41 names) and ``value`` (datasets/README.md). Parsed once per
+    process; each call returns a copy.
+    """
+    key = str(name).lower()
+    if key not in LONG:
+        raise ValueError(f"{name!r} is not a bundled long-format dataset; choose one of {', '.join(LONG)}")
+    return _read_long(key, bool(verify)).copy()
 
 
 def _expected_checksums(folder: Path) -> dict[str, str]:
@@ -70,19 +109,22 @@ def load_dataset(name: str | Path, verify: bool = True, columns: list[str] | Non
     Bundled files are checked against ``datasets/SHA256SUMS`` unless ``verify=False``. ``columns``
     selects variables (in that order) before the check that they are numeric, so a text column can
     be left out.
+
+    ``"physionet2012"`` (irregular, every variable at its own times) has no time index: it returns
+    the long frame of :func:`load_long_dataset` (``columns`` does not apply).
     """
+    if not isinstance(name, Path) and str(name).lower() in LONG:
+        if columns is not None:
+            raise ValueError(f"columns= selects the columns of a wide dataset; {name!r} is a long frame "
+                             "(one row per observation): select rows by its 'parameter' column instead")
+        return load_long_dataset(str(name), verify)
     key = bundled_name(name) if not isinstance(name, Path) else None
     if key is not None:
-        folder = data_dir()
-        path = folder / BUNDLED[key]
-        if not path.is_file():
-            raise FileNotFoundError(f"bundled dataset file {path} is missing; restore it (git checkout -- datasets/)")
-        if verify:
-            _verify(path, _expected_checksums(folder)[BUNDLED[key]])
+        path = _bundled_file(BUNDLED[key], verify)
     else:
         path = Path(name)
         if not path.is_file():
-            known = ", ".join(f.removesuffix(".csv.gz") for f in BUNDLED.values())
+            known = ", ".join([f.removesuffix(".csv.gz") for f in BUNDLED.values()] + list(LONG))
             raise FileNotFoundError(f"'{name}' is neither a bundled dataset ({known}) nor an existing file")
     return _read_csv(path, columns)
 

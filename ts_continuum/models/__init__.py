@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from torch import nn
 
+from .async_transformer import AsyncTransformer
 from .encoder import EncoderTransformer
 from .patchtst import PatchTST
+from .query_base import QueryModel
 
 MODELS: dict[str, type[nn.Module]] = {"patchtst": PatchTST, "encoder": EncoderTransformer}
 
@@ -20,4 +22,4 @@ def build_model(name: str, **kwargs) -> nn.Module:
     return cls(**kwargs)
 
 
-__all__ = ["PatchTST", "EncoderTransformer", "MODELS", "build_model"]
+__all__ = ["PatchTST", "EncoderTransformer", "AsyncTransformer", "QueryModel", "MODELS", "build_model"]

@@ -114,6 +114,61 @@ class MultiHeadAttention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
+class QueryAttention(nn.Module):
+    """Multi-head attention of queries at their own times over timestamped tokens, softmax or
+    continuous (each query integrates over the whole interpolated token sequence).
+
+    Rotary positions, when on, rotate queries and keys by their times (relative to one origin per
+    row), so scores see query time minus token time. ``sink`` as in :class:`MultiHeadAttention`.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, attention: Attention = "softmax", rope: bool = False,
+                 sink: Sink = "none", dropout: float = 0.0, backend: BackendName = "auto"):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        if rope and self.head_dim % 2:
+            raise ValueError(f"rotary positions need an even head dimension, got d_model {d_model} / n_heads "
+                             f"{n_heads} = {self.head_dim}; change d_model or n_heads")
+        self.attention = check_choice("attention", attention, ATTENTIONS)
+        self.sink = check_choice("sink", sink, SINKS)
+        self.rope, self.backend = rope, check_choice("backend", backend, BACKENDS)
+        self.q = nn.Linear(d_model, d_model)
+        self.kv = nn.Linear(d_model, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.dropout = Dropout(dropout)
+        if sink == "learned":
+            self.sink_k = nn.Parameter(0.02 * torch.randn(n_heads, self.head_dim))
+            self.sink_v = nn.Parameter(0.02 * torch.randn(n_heads, self.head_dim))
+
+    def forward(self, x: torch.Tensor, x_times: torch.Tensor, x_lengths: torch.Tensor | None,
+                tokens: torch.Tensor, times: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
+        """x: (R, M, d) queries at ``x_times`` (R, M), ``x_lengths`` (R,) valid; tokens: (R, N, d) at
+        ``times`` (R, N), ``lengths`` (R,) valid (at least 1). Returns (R, M, d)."""
+        R, M, _ = x.shape
+        N = tokens.shape[1]
+        q = self.q(x).view(R, M, self.n_heads, self.head_dim).transpose(1, 2)
+        k, v = self.kv(tokens).view(R, N, 2, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        if self.rope:
+            origin = times[:, :1]
+            q, k = apply_rope(q, x_times - origin), apply_rope(k, times - origin)
+        if self.attention == "continuous":
+            sink_params = dict(sink_k=self.sink_k, sink_v=self.sink_v) if self.sink == "learned" else {}
+            o = continuous_attention(q, k, v, times=times, lengths=lengths, q_lengths=x_lengths, sink=self.sink,
+                                     backend=self.backend, **sink_params)
+        else:
+            mask = None if lengths is None else (torch.arange(N, device=x.device) < lengths[:, None])[:, None, None]
+            if self.sink == "learned":
+                k = torch.cat([self.sink_k[None, :, None].expand(R, -1, 1, -1).to(k.dtype), k], dim=2)
+                v = torch.cat([self.sink_v[None, :, None].expand(R, -1, 1, -1).to(v.dtype), v], dim=2)
+                mask = None if mask is None else F.pad(mask, (1, 0), value=True)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            if x_lengths is not None:  # padded query rows output 0, as in the continuous op
+                o = o.masked_fill((torch.arange(M, device=x.device) >= x_lengths[:, None])[:, None, :, None], 0.0)
+        return self.dropout(self.out(o.transpose(1, 2).reshape(R, M, -1)))
+
+
 class MaskedBatchNorm(nn.Module):
     """BatchNorm over (batch x tokens) per feature, as PatchTST, counting valid tokens only."""
 

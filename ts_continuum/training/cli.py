@@ -211,8 +211,12 @@ class ForecastCLI(LightningCLI):
 
 
 def main(args: ArgsType = None) -> None:
+    from .query_cli import QueryForecastCLI, wants_query_cli  # imports this module
+
+    argv = list(sys.argv[1:] if args is None else args) if not isinstance(args, (dict, Namespace)) else []
+    cli = QueryForecastCLI if wants_query_cli(argv) else ForecastCLI
     try:
-        ForecastCLI(args=args)
+        cli(args=args)
     except (CLIError, ResumeError) as error:  # ResumeError: from the module, when fit restores the checkpoint
         if rank_zero_only.rank != 0:  # every process of a multi-process fit refuses alike: one message is enough
             sys.exit(1)

@@ -1,0 +1,209 @@
+"""A Transformer for asynchronous multivariate series: every variable at its own times, forecasts
+at any (time, variable).
+
+Tokens are observations: each variable's history is a sequence of (time, value) tokens, never put
+on a shared grid. Every layer (pre-norm, residual) does three things:
+
+1. attention over time within each variable's sequence, softmax or continuous (the integral over
+   the values interpolated between the variable's own observation times), with rotary positions
+   by real time when ``pos_encoding="rope"``;
+2. attention across variables: each variable's summary (the mean of its tokens, a learned vector
+   for a variable never observed) attends to the other variables' summaries of the same series,
+   and the result is added to every token of the variable, so the variables inform each other;
+3. a feed-forward block.
+
+A query (time s, variable c) starts from variable c's embedding, an embedding of the lead time s
+(time after the forecast origin) and c's final summary, reads variable c's tokens by attention at
+its own time (the query-time form of the op: the query integrates over the whole interpolated
+history; rotary positions make the scores see s minus each observation's time) and goes through a
+feed-forward block to a value. Attention over time is the only part that switches between softmax
+and continuous; the variable mixing is over a set, not a time axis, and stays softmax.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .layers import Attention, BackendName, Dropout, MultiHeadAttention, PosEncoding, QueryAttention, Sink
+from .query_base import QueryModel
+from .ragged import Ragged
+
+
+def _feed_forward(d_model: int, d_ff: int, dropout: float) -> nn.Sequential:
+    return nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, d_ff), nn.GELU(), Dropout(dropout),
+                         nn.Linear(d_ff, d_model), Dropout(dropout))
+
+
+class VariableMixer(nn.Module):
+    """Softmax attention across the variables of each series, on per-variable summaries."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float):
+        super().__init__()
+        self.n_heads = n_heads
+        self.norm = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, summary: torch.Tensor) -> torch.Tensor:
+        """summary: (B, C, d) -> (B, C, d) what each variable takes from the others."""
+        B, C, d = summary.shape
+        q, k, v = self.qkv(self.norm(summary)).view(B, C, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v)
+        return self.dropout(self.out(o.transpose(1, 2).reshape(B, C, d)))
+
+
+class AsyncLayer(nn.Module):
+    """Attention over time within each variable, mixing across variables, feed-forward."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, **attn_kwargs):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, **attn_kwargs)
+        self.mixer = VariableMixer(d_model, n_heads, dropout)
+        self.mixed_to_tokens = nn.Linear(d_model, d_model)
+        self.ff = _feed_forward(d_model, d_ff, dropout)
+
+    def forward(self, h: torch.Tensor, times: torch.Tensor, ragged: Ragged, summary_of) -> torch.Tensor:
+        """h: (T, d) the observed rows' tokens, flat; times: (T,) in position steps; ``summary_of``
+        maps row means (R, d) to every series' (B, C, d) and the mixed result back to rows."""
+        x = self.norm(h)
+        attended = torch.zeros_like(h)
+        for rows in ragged.buckets:
+            index, lengths = ragged.gather_index(rows)
+            full = bool((lengths == index.shape[1]).all())
+            out = self.attn(x[index], times[index], None if full else lengths)
+            attended = ragged.scatter(out, rows, attended)
+        h = h + attended
+        mixed = summary_of(ragged.mean(h), self.mixer)
+        h = h + self.mixed_to_tokens(mixed)[ragged.row]
+        return h + self.ff(h)
+
+
+class AsyncTransformer(QueryModel):
+    """Forecasts at any (time, variable) from each variable's own observations (module docstring).
+
+    Args:
+        n_variables: number of variables C.
+        d_model, n_heads, n_layers, d_ff, dropout: the Transformer's sizes.
+        attention: "softmax" or "continuous" for the attention over time (same parameters).
+        pos_encoding: "rope" (rotary positions by real time, queries and tokens alike) or "none"
+            (the tokens carry no time; continuous attention still sees the gaps through its integral).
+        sink: the extra point before a variable's first observation in the continuous integral
+            ("none": integrate over the observed span only; see docs/continuous-attention.md).
+        time_step: the data's time unit per position step: rotary angles and the sink's gap are
+            counted in steps of this many time units (1/12 of an hour: 5 minutes for PhysioNet).
+        horizon: the span of lead times the lead-time embedding is scaled to (data's time unit).
+        attention_backend: "auto", "torch" or "triton" for continuous attention.
+    """
+
+    def __init__(
+        self,
+        n_variables: int,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        d_ff: int = 128,
+        dropout: float = 0.1,
+        attention: Attention = "continuous",
+        pos_encoding: PosEncoding = "rope",
+        sink: Sink = "none",
+        time_step: float = 1.0 / 12.0,
+        horizon: float = 24.0,
+        attention_backend: BackendName = "auto",
+    ):
+        super().__init__(locals())
+        if pos_encoding == "learned":
+            raise ValueError("pos_encoding='learned' indexes grid slots; observation sets have none: use 'rope' "
+                             "(positions by real time) or 'none'")
+        if not (time_step > 0 and math.isfinite(time_step)) or not (horizon > 0 and math.isfinite(horizon)):
+            raise ValueError(f"time_step and horizon must be positive numbers, got {time_step!r}, {horizon!r}")
+        self.d_model = d_model
+        self.variable = nn.Embedding(n_variables, d_model)
+        self.value = nn.Linear(1, d_model)
+        self.unobserved = nn.Parameter(torch.zeros(d_model))
+        self.lead_freqs = nn.Parameter(torch.randn(d_model // 2) * 2.0)  # learned periodic lead-time features
+        self.lead = nn.Linear(d_model // 2 * 2 + 1, d_model)
+        attn = dict(attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend)
+        self.layers = nn.ModuleList(AsyncLayer(d_model, n_heads, d_ff, dropout, **attn) for _ in range(n_layers))
+        self.summary_to_query = nn.Linear(d_model, d_model)
+        self.query_norm, self.token_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.read = QueryAttention(d_model, n_heads, dropout=dropout, **attn)
+        self.ff = _feed_forward(d_model, d_ff, dropout)
+        self.head = nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, 1))
+
+    def lead_embedding(self, lead: torch.Tensor) -> torch.Tensor:
+        """(...,) lead times (data's unit) -> (..., d) features: linear and learned periodic."""
+        x = (lead / self.config["horizon"]).to(self.lead.weight.dtype)[..., None]
+        angles = x * self.lead_freqs
+        return self.lead(torch.cat([x, torch.sin(angles), torch.cos(angles)], dim=-1))
+
+    def forward(self, values: torch.Tensor, times: torch.Tensor, lengths: torch.Tensor,
+                query_times: torch.Tensor, query_lengths: torch.Tensor) -> torch.Tensor:
+        """Forecasts (B, C, M) at ``query_times`` (contract: ``models/query_base.py``); padded
+        query positions hold 0."""
+        self.check_input(values, times, lengths, query_times, query_lengths)
+        B, C, N = values.shape
+        M = query_times.shape[-1]
+        dtype = self.value.weight.dtype
+        steps = 1.0 / self.config["time_step"]
+        flat_len = lengths.reshape(-1)
+        rows = torch.nonzero(flat_len > 0).squeeze(1)  # observed (series, variable) rows, flat in B x C
+        variable_of_row = rows % C
+        unobserved = (self.variable.weight + self.unobserved).repeat(B, 1)  # (B*C, d)
+
+        def summary_of(row_means: torch.Tensor, mixer: nn.Module | None = None) -> torch.Tensor:
+            """Row means -> every (series, variable)'s summary; with ``mixer``, what each observed
+            row takes from the other variables of its series."""
+            summary = unobserved.index_copy(0, rows, row_means.to(unobserved.dtype))
+            return summary if mixer is None else mixer(summary.view(B, C, -1)).reshape(B * C, -1)[rows]
+
+        h = torch.zeros(0, self.d_model, dtype=dtype, device=values.device)
+        if rows.numel():
+            ragged = Ragged(flat_len[rows])
+            observed = torch.arange(N, device=values.device) < lengths[..., None]
+            h_times = times[observed].to(torch.float64) * steps
+            h = self.value(values[observed].to(dtype)[:, None]) + self.variable(variable_of_row)[ragged.row]
+            for layer in self.layers:
+                h = layer(h, h_times, ragged, summary_of)
+            summary = summary_of(ragged.mean(h))
+        else:
+            summary = unobserved
+
+        asked = torch.arange(M, device=values.device) < query_lengths[..., None]  # (B, C, M)
+        flat_q_len = query_lengths.reshape(-1)
+        q_row = torch.repeat_interleave(torch.arange(B * C, device=values.device), flat_q_len)
+        q_times = query_times[asked]
+        q = self.variable(q_row % C) + self.lead_embedding(q_times) + self.summary_to_query(summary)[q_row]
+        if rows.numel() and q.shape[0]:
+            q = q + self._read(q, q_times.to(torch.float64) * steps, flat_q_len, h, h_times, ragged, rows)
+        q = q + self.ff(q)
+        out = torch.zeros(B, C, M, dtype=q.dtype, device=values.device)
+        return out.masked_scatter(asked, self.head(q).squeeze(-1))
+
+    def _read(self, q, q_times, flat_q_len, h, h_times, ragged, rows) -> torch.Tensor:
+        """Each query reads its variable's tokens by attention at its own time (rows without history
+        read nothing); per bucket of history length, as the encoder layers attend."""
+        q_offsets = torch.cumsum(flat_q_len, 0) - flat_q_len
+        qn, hn = self.query_norm(q), self.token_norm(h)
+        read = torch.zeros_like(q)
+        for bucket in ragged.buckets:
+            n_q = flat_q_len[rows[bucket]]
+            bucket = bucket[n_q > 0]
+            if not bucket.numel():
+                continue
+            n_q = flat_q_len[rows[bucket]]
+            width = int(n_q.max())
+            pos = torch.arange(width, device=q.device)
+            q_index = q_offsets[rows[bucket], None] + torch.where(pos < n_q[:, None], pos, torch.zeros_like(pos))
+            k_index, k_len = ragged.gather_index(bucket)
+            full_k = bool((k_len == k_index.shape[1]).all())
+            out = self.read(qn[q_index], q_times[q_index], n_q, hn[k_index], h_times[k_index],
+                            None if full_k else k_len)
+            valid = pos < n_q[:, None]
+            read = read.index_copy(0, q_index[valid], out[valid])
+        return read

@@ -1,0 +1,43 @@
+"""Rows of different lengths stored flat, padded only for attention, in buckets of similar length.
+
+Observation sets are very uneven (PhysioNet: a heart rate seen 100 times in a day beside a lab value
+seen once), so padding every (series, variable) row to the longest wastes most of the compute.
+Position-wise layers run on the flat tokens; attention runs per bucket of rows whose lengths share a
+power of two, padded to that bucket's longest (at most 2x waste).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class Ragged:
+    """``lengths`` (R,) >= 1 tokens per row, stored flat in row order (row 0's tokens first)."""
+
+    def __init__(self, lengths: torch.Tensor):
+        self.lengths = lengths
+        self.offsets = torch.cumsum(lengths, 0) - lengths
+        self.total = int(lengths.sum())
+        self.row = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
+        level = torch.ceil(torch.log2(lengths.double())).long()
+        self.buckets = [torch.nonzero(level == v).squeeze(1) for v in torch.unique(level).tolist()]
+
+    def gather_index(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(R_b, N_b) flat token indices of ``rows`` (padding points at the row's first token) and
+        the row lengths."""
+        lengths = self.lengths[rows]
+        width = int(lengths.max())
+        pos = torch.arange(width, device=lengths.device)
+        index = self.offsets[rows, None] + torch.where(pos < lengths[:, None], pos, torch.zeros_like(pos))
+        return index, lengths
+
+    def scatter(self, padded: torch.Tensor, rows: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """Write (R_b, N_b, d) padded rows back into the flat ``out`` (T, d) (valid positions only)."""
+        index, lengths = self.gather_index(rows)
+        valid = torch.arange(index.shape[1], device=index.device) < lengths[:, None]
+        return out.index_copy(0, index[valid], padded[valid])
+
+    def mean(self, flat: torch.Tensor) -> torch.Tensor:
+        """(T, d) -> (R, d) mean of each row's tokens."""
+        sums = flat.new_zeros(len(self.lengths), flat.shape[-1]).index_add(0, self.row, flat)
+        return sums / self.lengths[:, None].to(flat.dtype)

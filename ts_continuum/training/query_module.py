@@ -1,0 +1,78 @@
+"""``QueryForecastingModule``: ``ForecastingModule``'s training logic for models that answer queries
+at any (time, variable) (``models/query_base.py``), scored with the published per-variable metric.
+
+Batches are observation sets (``data/observations.py``): the loss is taken over every query that has
+a target (``query_lengths``), as the published models train; ``val_mse``/``val_mae`` and
+``test_mse``/``test_mae`` are the per-variable errors averaged over variables
+(``training.metrics.PerVariableError``). Optimiser, schedules, checkpoints (the model's class and
+arguments) and the divergence stop are ``ForecastingModule``'s.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..models.query_base import QueryModel
+from .metrics import PerVariableError
+from .module import DEFAULT_PCT_START, ForecastingModule, Loss, Schedule
+
+
+def query_mask(batch: dict) -> torch.Tensor:
+    """(B, C, M) True where a query (and its target) exists."""
+    M = batch["query_times"].shape[-1]
+    return torch.arange(M, device=batch["query_times"].device) < batch["query_lengths"][..., None]
+
+
+class QueryForecastingModule(ForecastingModule):
+    """Trains and scores a ``QueryModel`` (e.g. ``AsyncTransformer``) on observation sets.
+
+    Args: as ``ForecastingModule`` (``model`` is a ``QueryModel``; the default schedule is "cosine").
+    """
+
+    def __init__(
+        self,
+        model: QueryModel,
+        loss: Loss = "mse",
+        lr: float = 1e-3,
+        lr_schedule: Schedule = "cosine",
+        pct_start: float = DEFAULT_PCT_START,
+        weight_decay: float = 0.0,
+    ):
+        super().__init__(model, loss=loss, lr=lr, lr_schedule=lr_schedule, pct_start=pct_start,
+                         weight_decay=weight_decay)
+        n = model.n_variables
+        self.metrics = nn.ModuleDict({f"{split}_{kind}": PerVariableError(n, kind)
+                                      for split in ("val", "test") for kind in ("mse", "mae")})
+
+    def setup(self, stage: str) -> None:
+        data = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        n = getattr(data, "n_variables", None)
+        if n is not None and n != self.model.n_variables:
+            raise ValueError(f"the model was built for {self.model.n_variables} variables, the data module has {n}; "
+                             "build the model with the data module's n_variables")
+
+    def forward(self, batch: dict) -> torch.Tensor:
+        return self.model(batch["values"], batch["times"], batch["lengths"], batch["query_times"],
+                          batch["query_lengths"])
+
+    def _observed(self, pred: torch.Tensor, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        mask = query_mask(batch)
+        return pred[mask], batch["query_values"][mask]
+
+    def training_step(self, batch, batch_idx):
+        loss = self.loss_fn(*self._observed(self(batch), batch))
+        self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch["values"]))
+        return loss
+
+    def _evaluate(self, batch, split: str):
+        pred = self(batch)
+        mask = query_mask(batch)
+        for kind in ("mse", "mae"):
+            metric = self.metrics[f"{split}_{kind}"]
+            metric.update(pred, batch["query_values"], mask)
+            self.log(f"{split}_{kind}", metric, prog_bar=kind == "mse", on_epoch=True, batch_size=len(pred))
+
+    def _reset(self, split: str) -> None:
+        for kind in ("mse", "mae"):
+            self.metrics[f"{split}_{kind}"].reset()

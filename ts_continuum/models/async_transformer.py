@@ -13,7 +13,8 @@ on a shared grid. Every layer (pre-norm, residual) does three things:
 3. a feed-forward block.
 
 A query (time s, variable c) starts from variable c's embedding, an embedding of the lead time s
-(time after the forecast origin) and c's final summary, reads variable c's tokens by attention at
+(time after the forecast origin) and c's final summary after one more mixing across variables (so a
+variable never observed is forecast from the others), reads variable c's tokens by attention at
 its own time (the query-time form of the op: the query integrates over the whole interpolated
 history; rotary positions make the scores see s minus each observation's time) and goes through a
 feed-forward block to a value. Attention over time is the only part that switches between softmax
@@ -130,6 +131,7 @@ class AsyncTransformer(QueryModel):
         self.lead = nn.Linear(d_model // 2 * 2 + 1, d_model)
         attn = dict(attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend)
         self.layers = nn.ModuleList(AsyncLayer(d_model, n_heads, d_ff, dropout, **attn) for _ in range(n_layers))
+        self.final_mixer = VariableMixer(d_model, n_heads, dropout)
         self.summary_to_query = nn.Linear(d_model, d_model)
         self.query_norm, self.token_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.read = QueryAttention(d_model, n_heads, dropout=dropout, **attn)
@@ -173,6 +175,7 @@ class AsyncTransformer(QueryModel):
             summary = summary_of(ragged.mean(h))
         else:
             summary = unobserved
+        summary = summary + self.final_mixer(summary.view(B, C, -1)).reshape(B * C, -1)  # unobserved ones too
 
         asked = torch.arange(M, device=values.device) < query_lengths[..., None]  # (B, C, M)
         flat_q_len = query_lengths.reshape(-1)

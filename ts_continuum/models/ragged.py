@@ -3,12 +3,15 @@
 Observation sets are very uneven (PhysioNet: a heart rate seen 100 times in a day beside a lab value
 seen once), so padding every (series, variable) row to the longest wastes most of the compute.
 Position-wise layers run on the flat tokens; attention runs per bucket of rows whose lengths share a
-power of two, padded to that bucket's longest (at most 2x waste).
+power of two, padded to that bucket's longest (at most 2x waste); rows of up to ``MIN_WIDTH``
+tokens share one bucket, since a call per tiny bucket costs more than its padding.
 """
 
 from __future__ import annotations
 
 import torch
+
+MIN_WIDTH = 8
 
 
 class Ragged:
@@ -19,7 +22,7 @@ class Ragged:
         self.offsets = torch.cumsum(lengths, 0) - lengths
         self.total = int(lengths.sum())
         self.row = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), lengths)
-        level = torch.ceil(torch.log2(lengths.double())).long()
+        level = torch.ceil(torch.log2(lengths.double().clamp_min(MIN_WIDTH))).long()
         self.buckets = [torch.nonzero(level == v).squeeze(1) for v in torch.unique(level).tolist()]
 
     def gather_index(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

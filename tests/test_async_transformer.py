@@ -157,3 +157,49 @@ def test_bad_input_is_named(change, match):
 def test_learned_positions_are_refused_with_the_alternatives():
     with pytest.raises(ValueError, match="use 'rope'"):
         AsyncTransformer(3, pos_encoding="learned")
+
+
+def test_simple_baselines_carry_the_last_value_or_the_mean_and_fall_back_where_unobserved():
+    from ts_continuum.models import HistoryMean, LastObservation
+
+    history, queries = random_sets(seed=6)
+    batch = collate(history, queries, range(5))
+    fallback = [0.1, 0.2, 0.3, 0.4]
+    last = call(LastObservation(4, fallback=fallback), batch)
+    mean = call(HistoryMean(4, fallback=fallback), batch)
+    for b in range(5):
+        for c in range(4):
+            n, m = int(batch["lengths"][b, c]), int(batch["query_lengths"][b, c])
+            if not m:
+                continue
+            seen = batch["values"][b, c, :n]
+            want_last = seen[-1] if n else torch.tensor(fallback[c])
+            want_mean = seen.mean() if n else torch.tensor(fallback[c])
+            torch.testing.assert_close(last[b, c, :m], want_last.expand(m))
+            torch.testing.assert_close(mean[b, c, :m], want_mean.expand(m))
+    with pytest.raises(ValueError, match="one value per variable"):
+        LastObservation(4, fallback=[0.0])
+
+
+def test_grid_interpolation_is_linear_between_observations_and_constant_beyond():
+    from ts_continuum.models.grid_patchtst import interpolate_rows
+
+    times = torch.tensor([[-10.0, -4.0, -2.0, 0.0], [-6.0, 0.0, 0.0, 0.0]])
+    values = torch.tensor([[1.0, 4.0, 0.0, 9.0], [2.0, 0.0, 0.0, 0.0]])
+    at = torch.tensor([-12.0, -7.0, -3.0, -1.0])
+    out = interpolate_rows(times, values, torch.tensor([3, 1]), at)
+    torch.testing.assert_close(out, torch.tensor([[1.0, 2.5, 2.0, 0.0], [2.0, 2.0, 2.0, 2.0]]))
+
+
+@pytest.mark.parametrize("attention", ["softmax", "continuous"])
+def test_grid_patchtst_answers_every_query_and_trains(attention):
+    from ts_continuum.models import GridPatchTST
+
+    history, queries = random_sets(seed=7)
+    batch = collate(history, queries, range(5))
+    model = GridPatchTST(4, attention=attention, d_model=8, n_heads=2, n_layers=1, d_ff=16, attention_backend="torch")
+    out = call(model, batch)
+    valid = torch.arange(out.shape[-1]) < batch["query_lengths"][..., None]
+    assert torch.isfinite(out).all() and (out[~valid] == 0).all()
+    ((out - batch["query_values"])[valid] ** 2).mean().backward()
+    assert model.unobserved.grad is not None and model.unobserved.grad.abs().sum() > 0

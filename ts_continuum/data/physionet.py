@@ -167,6 +167,16 @@ class PhysioNetDataModule(L.LightningDataModule):
                                                   scaled[rows], self.n_variables))
             self.datasets[split] = ObservationDataset(*sets)
 
+    def train_means(self) -> list[float]:
+        """Each variable's mean over the training stays' observations (history and queries), scaled:
+        the simple baselines' forecast for a variable a stay never observed."""
+        train = self.datasets["train"]
+        total, count = np.zeros(self.n_variables), np.zeros(self.n_variables)
+        for sets in (train.history, train.queries):
+            np.add.at(total, sets.variable, sets.value)
+            np.add.at(count, sets.variable, 1)
+        return (total / np.maximum(count, 1)).tolist()
+
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         data = self.datasets[split]
         size = self.hparams.batch_size if split == "train" else self.hparams.eval_batch_size

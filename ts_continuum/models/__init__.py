@@ -6,6 +6,8 @@ from torch import nn
 
 from .async_transformer import AsyncTransformer
 from .encoder import EncoderTransformer
+from .grid_patchtst import GridPatchTST
+from .observation_baselines import HistoryMean, LastObservation
 from .patchtst import PatchTST
 from .query_base import QueryModel
 
@@ -22,4 +24,5 @@ def build_model(name: str, **kwargs) -> nn.Module:
     return cls(**kwargs)
 
 
-__all__ = ["PatchTST", "EncoderTransformer", "AsyncTransformer", "QueryModel", "MODELS", "build_model"]
+__all__ = ["PatchTST", "EncoderTransformer", "AsyncTransformer", "GridPatchTST", "LastObservation", "HistoryMean",
+           "QueryModel", "MODELS", "build_model"]

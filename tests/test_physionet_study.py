@@ -1,0 +1,61 @@
+"""The PhysioNet study runner and report on a few stays: rows, resuming, per-stay errors, switch runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from benchmarks.physionet import report, run
+
+TINY = {"max_epochs": 2, "max_stays": 40, "batch_size": 8, "eval_batch_size": 16,
+        "model_args": {"d_model": 8, "n_heads": 2, "n_layers": 1, "d_ff": 16, "attention_backend": "torch"}}
+
+
+def write_grid(tmp_path, blocks):
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny", "out": str(tmp_path / "out"), "defaults": TINY, "blocks": blocks}))
+    return path
+
+
+def block(name, **axes):
+    base = {"name": name, "model": "async", "attention": ["softmax", "continuous"], "pos_encoding": "rope",
+            "history_keep": 1.0, "switch": "none", "seed": 0}
+    return {**base, **axes}
+
+
+@pytest.mark.slow
+def test_grid_runs_resumes_and_reports(tmp_path, capsys):
+    grid = write_grid(tmp_path, [block("main"), block("switch", attention="softmax", switch="continuous@1"),
+                                 block("floor", model="last", attention="none", pos_encoding="none")])
+    run.main(["--grid", str(grid), "--threads", "1"])
+    out = tmp_path / "out"
+    df = pd.read_csv(out / "results.csv")
+    assert len(df) == 4 and (df["status"] == "ok").all(), df["error"].tolist()
+    assert df["test_mse"].gt(0).all() and np.isfinite(df["test_mse"]).all()
+    for cid in df["cell_id"]:
+        errors = np.load(out / "runs" / cid / "errors.npz")
+        assert len(errors["ids"]) == len(set(errors["ids"].tolist())) == 8  # every test stay once
+        assert report._metric(errors, np.ones(8, bool)) == pytest.approx(
+            df.loc[df["cell_id"] == cid, "test_mse"].item(), rel=1e-9)
+    switched = df[df["switch"] == "continuous@1"].iloc[0]
+    assert np.isfinite(switched["val_after_switch"]) and switched["epochs"] == 2
+    capsys.readouterr()
+    run.main(["--grid", str(grid), "--dry-run"])
+    assert "0 of 4 cells to run" in capsys.readouterr().out
+    report.main([str(out)])
+    summary = (out / "summary.md").read_text()
+    assert "| async | rope | 1.0 | none | 1 |" in summary and "sparsest" in summary and "continuous@1" in summary
+    assert (out / "val_curves.png").is_file() and (out / "paired_deltas.png").is_file()
+
+
+def test_grid_mistakes_are_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="unknown models"):
+        run.expand({"blocks": [block("x", model="gru")]})
+    with pytest.raises(ValueError, match="unknown settings"):
+        run.expand({"defaults": {"epochs": 3}, "blocks": [block("x")]})
+    with pytest.raises(ValueError, match="with other settings"):
+        run.expand({"blocks": [block("a"), {**block("b"), "settings": {"lr": 0.1}}]})
+    cells = run.expand({"blocks": [block("a", seed=[0, 1])]})
+    assert [c["attention"] for c in cells] == ["softmax", "continuous"] * 2 and cells[0]["seed"] == 0

@@ -159,3 +159,60 @@ def test_backend_selection_refuses_an_unknown_name_instead_of_running_auto():
     q = torch.randn(1, 1, 3, 4)
     with pytest.raises(ValueError, match="backend must be one of 'auto', 'torch', 'triton'; got 'trition'"):
         backends.select("trition", q, 4, 4)
+
+
+def test_integer_times_keep_exact_gaps_far_beyond_2_to_the_53():
+    """Integers above 2**53 are not exact in float64: nanoseconds since 1970 lost their small gaps
+    (changing the output) and 2**60 + i collapsed into repeats, refused as unsorted."""
+    torch.manual_seed(0)
+    q, k, v = qkv(B=1, T=5)
+    gaps = torch.tensor([0, 3, 1, 4, 2])
+    want = continuous_attention(q, k, v, times=torch.cumsum(gaps, 0).double(), backend="torch")
+    for origin in (1_700_000_000_000_000_000, 2**60):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = continuous_attention(q, k, v, times=origin + torch.cumsum(gaps, 0), backend="torch")
+        torch.testing.assert_close(got, want, atol=0, rtol=0)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        continuous_attention(q, k, v, times=2**60 + torch.tensor([0, 1, 1, 2, 3]), backend="torch")
+
+
+def test_integer_times_that_float64_cannot_resolve_within_a_sequence_are_refused():
+    q, k, v = qkv(B=1, T=3)
+    with pytest.raises(ValueError, match=r"integer times span 1152921504606846977 units.*float64.*coarser units"):
+        continuous_attention(q, k, v, times=torch.tensor([0, 2**60, 2**60 + 1]), backend="torch")
+
+
+def test_integer_times_beyond_the_valid_length_are_ignored():
+    q, k, v = qkv()
+    lengths = torch.tensor([5, 3])
+    times = torch.tensor([[0, 1, 2, 3, 4], [2**62, 2**62 + 1, 2**62 + 3, -(2**62), 0]])
+    want = continuous_attention(q, k, v, times=torch.tensor([[0.0, 1, 2, 3, 4], [0.0, 1, 3, 4, 5]]),
+                                lengths=lengths, backend="torch")
+    torch.testing.assert_close(continuous_attention(q, k, v, times=times, lengths=lengths, backend="torch"), want)
+
+
+@pytest.mark.parametrize("dtype,times", [
+    (torch.float32, 1e12 + torch.arange(5.0, dtype=torch.float64)),  # float32 spacing there: 65536
+    (torch.float16, 1000 + 0.2 * torch.arange(5.0, dtype=torch.float64)),  # float16 spacing there: 0.5
+    (torch.float64, 1.7e18 + torch.tensor([0.0, 100, 200, 300, 400], dtype=torch.float64)),  # spacing 256
+])
+def test_times_that_rounding_merged_are_refused_as_rounded_not_as_duplicates(dtype, times):
+    with pytest.raises(ValueError, match=rf"times repeat where {dtype} values lie up to .* rounded to one value.*"
+                                         r"relative to a nearby origin"):
+        call(times=times.to(dtype))
+
+
+@pytest.mark.parametrize("times", [
+    torch.tensor([0.0, 1.0, 1.0, 2.0, 3.0]),  # a real duplicate: float32 resolves 1e-7 here
+    1e12 + torch.tensor([0.0, 2e6, 1e6, 3e6, 4e6]),  # decreasing: rounding never reverses two times
+])
+def test_real_duplicates_and_decreasing_times_keep_the_sorting_advice(times):
+    with pytest.raises(ValueError, match="strictly increasing.*sort observations and drop duplicates"):
+        call(times=times)
+
+
+def test_float64_times_too_coarse_for_their_gaps_are_warned_about_like_float32():
+    """Nanoseconds since 1970 as float64 are multiples of 256 ns: gaps of 300 ns were rounded."""
+    with pytest.warns(UserWarning, match=r"times in torch.float64 reach 1.7e\+18.*rounded before the op saw them"):
+        call(times=1.7e18 + torch.tensor([0.0, 300, 600, 900, 1200], dtype=torch.float64))

@@ -45,10 +45,11 @@ def continuous_attention(
             (for example rotary positions applied to ``q`` and ``k`` before the call).
         times: the keys' times in nominal steps, ``None`` (τ_i = i), ``(T,)`` or ``(B, T)``;
             strictly increasing over each sequence's valid positions. Gaps are taken in float64,
-            so large absolute times given in float64 keep their resolution; float32 ones are
-            rounded before the op sees them (Unix seconds to 128 s), which is warned about when
-            the rounding can reach a tenth of the smallest gap: pass them in float64 or relative
-            to a nearby origin. No gradient flows to ``times`` (the
+            so large absolute times given in float64 keep their resolution, and integer times'
+            gaps are exact at any magnitude (nanoseconds since 1970); float32 ones are rounded
+            before the op sees them (Unix seconds to 128 s), which is warned about when the
+            rounding can reach a tenth of the smallest gap (and named when it merged two times):
+            pass them in float64 or relative to a nearby origin. No gradient flows to ``times`` (the
             maths doc, section 4): the segment lengths are data, not parameters (a warning says so
             when ``times`` requires grad).
         causal: query t integrates over [τ_0, τ_t] (needs ``Tq = T``: a query needs a key
@@ -205,46 +206,84 @@ def _check_times(times, B: int, T: int, lengths, device) -> torch.Tensor | None:
         warnings.warn("times requires grad, but no gradient flows to times (the segment lengths are data, not "
                       "parameters): times.grad stays None; pass times.detach() to say so", stacklevel=3)
     given = times.dtype
-    times = times.detach().to(torch.float64)  # gaps in float64: float32 rounds 1e7 + 0.5 to 1e7
-    t2 = times.reshape(-1, T)
+    # float gaps in float64 (float32 rounds 1e7 + 0.5 to 1e7); integer gaps from the integers themselves,
+    # since float64 holds integers exactly only up to 2**53
+    t2 = times.detach().reshape(-1, T).to(torch.float64 if given.is_floating_point else torch.int64)
     valid = torch.ones_like(t2, dtype=torch.bool)
     if lengths is not None:
         valid = torch.arange(T, device=device) < lengths.view(-1, 1)
-        t2 = t2.expand(valid.shape[0], T)
-    observed = t2[valid]
-    if not bool(torch.isfinite(observed).all()):
+    full = t2.expand(valid.shape[0], T)
+    observed = full[valid]
+    if given.is_floating_point and not bool(torch.isfinite(observed).all()):
         raise ValueError("times must be finite at every valid position (found NaN or inf)")
-    if T > 1:
-        steps = (t2[:, 1:] - t2[:, :-1])[valid[:, 1:]]
-        if steps.numel():
-            # one host sync for both checks: sorted, and (times not in float64) not coarsely rounded
-            rounded = given.is_floating_point and given != torch.float64  # integers convert exactly
-            checks = [(steps > 0).all()] + ([_coarse(observed, steps, given)] if rounded else [])
-            increasing, *coarse = torch.stack(checks).tolist()
-            if not increasing:
-                raise ValueError(
-                    "times must be strictly increasing over each sequence's valid positions "
-                    "(found a repeated or decreasing timestamp); sort observations and drop duplicates"
-                )
-            if any(coarse):
-                _warn_coarse(observed, steps, given)
-    return times
+    steps = (full[:, 1:] - full[:, :-1])[valid[:, 1:]]
+    if not given.is_floating_point:
+        return _integer_times(t2, (full - full[:, :1])[valid], steps, times.shape)
+    if steps.numel():
+        _check_float_steps(observed, steps, given)
+    return t2.to(torch.float64).reshape(times.shape)
 
 
-def _coarse(times: torch.Tensor, steps: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Whether times in float32 (or half) lie so far from 0 that the dtype's spacing there exceeds 10 %
-    of the smallest gap: they were rounded before the op saw them (Unix seconds in float32 are
-    multiples of 128 s), and the rounded gaps still increase, so nothing else notices."""
-    return times.abs().max() * torch.finfo(dtype).eps > 0.1 * steps.min()
+def _check_float_steps(times: torch.Tensor, steps: torch.Tensor, dtype: torch.dtype) -> None:
+    """Sorted, and not rounded coarsely by ``dtype`` before the op saw them; one host sync for both.
+    Rounding is monotone, so it can merge distinct times into a repeat but never reverse two: a
+    repeat where the dtype is coarse is named as rounding, not as a duplicate."""
+    steps = steps.to(torch.float64)
+    spacing = times.abs().max().to(torch.float64) * torch.finfo(dtype).eps  # the dtype's spacing there, at most
+    positive = torch.where(steps > 0, steps, torch.full_like(steps, math.inf)).min()
+    reference = torch.where(torch.isfinite(positive), positive, torch.ones_like(positive))  # no gap: one step
+    increasing, decreasing, coarse = torch.stack(
+        [(steps > 0).all(), (steps < 0).any(), spacing > 0.1 * reference]).tolist()
+    if not increasing and (decreasing or not coarse):
+        raise ValueError(
+            "times must be strictly increasing over each sequence's valid positions "
+            "(found a repeated or decreasing timestamp); sort observations and drop duplicates"
+        )
+    if not increasing:
+        raise ValueError(
+            f"times repeat where {dtype} values lie up to {float(spacing):.3g} apart (they reach "
+            f"{float(times.abs().max()):.6g}): distinct times closer than that were rounded to one value before the "
+            "op saw them. Pass times in float64 or relative to a nearby origin (times - times[..., :1]); if they "
+            "are real duplicates, drop them"
+        )
+    if coarse:
+        _warn_coarse(times, steps, dtype)
+
+
+def _integer_times(t2: torch.Tensor, offsets: torch.Tensor, steps: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """Integer times (int64, ``(1|B, T)``) as float64 times relative to each sequence's first: the
+    op needs only the gaps, which are exact this way for any magnitude (2**60 + i, or nanoseconds
+    since 1970), unless a sequence spans so many units that float64 cannot hold its small gaps.
+    ``offsets``: the valid times relative to their sequence's first; ``steps``: the valid gaps."""
+    if steps.numel():
+        # one host sync; exact integer differences
+        increasing, span, smallest = torch.stack(
+            [(steps > 0).all().long(), offsets.abs().max(), steps.min()]).tolist()
+        if not increasing:
+            raise ValueError(
+                "times must be strictly increasing over each sequence's valid positions "
+                "(found a repeated or decreasing timestamp); sort observations and drop duplicates"
+            )
+        spacing = span * torch.finfo(torch.float64).eps
+        if spacing > 0.1 * smallest:
+            raise ValueError(
+                f"integer times span {span} units within a sequence, where float64 (in which the op integrates) "
+                f"resolves only {spacing:.3g}, too coarse for the smallest gap of {smallest}: give times in "
+                "coarser units (e.g. seconds instead of nanoseconds), or split the sequence"
+            )
+    return (t2 - t2[:, :1]).to(torch.float64).reshape(shape)
 
 
 def _warn_coarse(times: torch.Tensor, steps: torch.Tensor, dtype: torch.dtype) -> None:
+    """Times in a float dtype so far from 0 that its spacing there exceeds 10 % of the smallest gap:
+    they were rounded before the op saw them (Unix seconds in float32 are multiples of 128 s), and
+    the rounded gaps still increase, so nothing else notices."""
     spacing, smallest = times.abs().max() * torch.finfo(dtype).eps, steps.min()
     warnings.warn(f"times in {dtype} reach {float(times.abs().max()):.6g}, where that dtype's values lie up to "
                   f"{float(spacing):.3g} apart ({float(spacing / smallest):.1%} of the smallest gap seen, "
                   f"{float(smallest):.3g}): finer times were rounded before the op saw them. Unless they are "
                   "whole multiples of that, pass times in float64 or relative to a nearby origin "
-                  "(times - times[..., :1])", stacklevel=4)
+                  "(times - times[..., :1])", stacklevel=5)
 
 
 def _check_sink_params(sink, sink_k, sink_v, q, v):

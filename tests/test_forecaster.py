@@ -85,6 +85,18 @@ def test_scalers_are_fitted_on_training_observations_only(data):
     assert "val_mse" in f.fit_metrics_ and np.isfinite(f.fit_metrics_["val_mse"])
 
 
+def test_forecasts_scale_with_the_data_whatever_its_units():
+    """Standardisation is unit-free: values around 1e-9 counted as constant (a unit scale, so the
+    forecasts were the model's bias, 1e5 times the data), around 1e155 the variance overflowed
+    (infinite forecasts), and around 1e-170 it underflowed."""
+    df = pd.DataFrame({"unique_id": "a", "ds": pd.date_range("2024-01-01", periods=80, freq="h"),
+                       "y": np.sin(np.arange(80) / 4)})
+    base = Forecaster(**TINY).fit(df).predict()["y"].to_numpy()
+    for c in (1e-170, 1e-9, 1e9, 1e155):
+        pred = Forecaster(**TINY).fit(df.assign(y=c * df["y"])).predict()["y"].to_numpy()
+        np.testing.assert_allclose(pred / c, base, rtol=1e-4, atol=1e-5 * np.abs(base).max(), err_msg=f"c={c:g}")
+
+
 def test_custom_column_names_and_extra_columns_are_mirrored():
     df = long_frame().rename(columns={"unique_id": "store", "ds": "when", "y": "sales"}).assign(note="x")
     f = Forecaster(**TINY).fit(df, id_col="store", time_col="when", target_cols="sales")

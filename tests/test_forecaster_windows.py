@@ -215,3 +215,15 @@ def test_scaler_ignores_missing_values_and_keeps_constant_series_finite():
     np.testing.assert_allclose(scaler.std, [[1.0, 1.0], [10.0, 1.0]])  # constant 5, 5 -> unit scale
     scaled = scaler.transform(values, np.array([0, 3, 5]))
     np.testing.assert_allclose(scaler.inverse(scaled[None, 3:5], np.array([1]))[0], values[3:5], rtol=1e-6)
+
+
+def test_scaler_calls_a_series_constant_only_when_its_values_are_equal_up_to_rounding():
+    """A spread relative to the level counts, however small the units; only float rounding does not."""
+    bounds = np.array([0, 4, 8, 12])
+    values = np.concatenate([[0.1 + 0.2, 0.3, 0.3, 0.1 + 0.2],  # equal but for rounding
+                             1e-12 * np.array([1.0, 2.0, 3.0, 4.0]),  # tiny units, a real spread
+                             1e6 + np.array([0.0, 0.001, 0.002, 0.003])])[:, None]  # a small spread at a high level
+    scaler = Scaler.fit(values, bounds)
+    np.testing.assert_allclose(scaler.std[:, 0], [1.0, 1e-12 * np.sqrt(1.25), 0.001 * np.sqrt(1.25)], rtol=1e-6)
+    scaled = scaler.transform(values, bounds)[4:, 0]
+    np.testing.assert_allclose(scaled, np.tile([-1.5, -0.5, 0.5, 1.5], 2) / np.sqrt(1.25), rtol=1e-5)

@@ -131,3 +131,19 @@ def test_empty_timestamps_are_refused(tmp_path):
     path.write_text("date,a\n2020-01-01 00:00,1\n2020-01-01 01:00,2\n,3\n")
     with pytest.raises(ValueError, match=r"time column 'date' is empty in 1 rows \(first at row 2"):
         load_dataset(path)
+
+
+def test_csv_dates_that_read_both_ways_take_the_regular_reading_or_are_refused(tmp_path):
+    """pandas reads "05/01/2024 00:00" month-first: hourly day-first dates of early January became
+    the first of seven months."""
+    hours = pd.date_range("2024-01-01", periods=150, freq="h")
+    path = tmp_path / "hourly.csv"
+    pd.DataFrame({"date": hours.strftime("%d/%m/%Y %H:%M"), "x": np.arange(150.0)}).to_csv(path, index=False)
+    pd.testing.assert_index_equal(load_dataset(path).index, hours.as_unit("us").rename("date"), check_exact=True,
+                                  exact=False)
+    days = pd.date_range("2024-01-01", periods=10, freq="D")  # daily day-first, or the firsts of 10 months
+    path = tmp_path / "daily.csv"
+    pd.DataFrame({"date": days.strftime("%d/%m/%Y"), "x": np.arange(10.0)}).to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"daily.csv: time column 'date' holds date strings that read both .*"
+                                         r"both readings space the times regularly.*ISO 8601"):
+        load_dataset(path)

@@ -353,6 +353,44 @@ def test_day_first_date_strings_are_refused_not_misread():
         parse_times(pd.Series(days.strftime("%d/%m/%Y %I%p")), "ds")  # would be parsed string by string
 
 
+def native(times) -> np.ndarray:
+    return pd.DatetimeIndex(times).as_unit("ns").asi8
+
+
+@pytest.mark.parametrize("times,layout", [
+    (pd.date_range("2024-01-01", periods=150, freq="h"), "%d/%m/%Y %H:%M"),  # misread as Jan 1 to Jul 1
+    (pd.date_range("2024-01-01", periods=150, freq="h"), "%m/%d/%Y %H:%M"),
+    (pd.date_range("2023-01-01", periods=24, freq="MS"), "%d/%m/%Y"),  # month starts, not Jan 1 to 12 twice
+])
+def test_date_strings_that_read_both_ways_take_the_reading_that_spaces_them_regularly(times, layout):
+    """With no day above 12 both layouts parse every string; the misreading of day-first strings
+    turned each new day into a new month without a word."""
+    assert (times.day <= 12).all()
+    got, *_ = parse_times(pd.Series(times.strftime(layout)), "ds")
+    np.testing.assert_array_equal(got, native(times))
+
+
+def test_day_first_hourly_strings_forecast_from_the_right_day():
+    ds = pd.date_range("2024-01-01", periods=80, freq="h")
+    df = pd.DataFrame({"unique_id": "a", "ds": ds.strftime("%d/%m/%Y %H:%M"), "y": np.sin(np.arange(80) / 4)})
+    pred = Forecaster(**TINY).fit(df).predict()
+    assert pd.Timestamp(pred["ds"].iloc[0]) == ds[-1] + pd.Timedelta("1h")
+
+
+@pytest.mark.parametrize("times,why", [
+    (pd.date_range("2024-01-01", periods=10, freq="D"), "both readings space the times regularly"),  # or monthly
+    (pd.DatetimeIndex(["2024-01-01 00:00", "2024-01-01 01:00", "2024-01-01 02:00", "2024-01-02 00:00"]),
+     "neither reading spaces the times regularly"),  # hourly with a gap of 22 hours
+])
+def test_date_strings_that_read_both_ways_alike_are_refused_with_both_formats(times, why):
+    strings = pd.Series(times.strftime("%d/%m/%Y %H:%M"))
+    with pytest.raises(ValueError, match=rf"time column 'ds' holds date strings that read both month-first and "
+                                         rf"day-first.*\('02/01/2024 00:00' is 2024-02-01 00:00:00 month-first and "
+                                         rf"2024-01-02 00:00:00 day-first\), and {why}.*pd.to_datetime\(df\['ds'\], "
+                                         r"format='%d/%m/%Y %H:%M'\) for day-first dates \(format='%m/%d/%Y %H:%M'"):
+        parse_times(strings, "ds")
+
+
 @pytest.mark.parametrize("values", [
     ["2024-01-01", "2024-01-01 05:00", "2024-01-02 05:00:00.5"],  # ISO 8601 of several precisions
     ["13/01/2024", "14/01/2024", "01/02/2024"],  # day-first from the first string on: one format

@@ -14,6 +14,8 @@ import pandas as pd
 
 import ts_continuum
 
+from .date_strings import day_month_reading, guess_datetime_format
+
 BUNDLED = {
     "etth1": "ETTh1.csv.gz",
     "etth2": "ETTh2.csv.gz",
@@ -200,6 +202,13 @@ def _read_csv(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
             f"{path}: could not parse column {time_col!r} as timestamps ({exc}); write them in one format, "
             "preferably ISO 8601 (2020-01-31 13:00)"
         ) from exc
+    first = df[time_col].dropna()
+    if len(first) and isinstance(first.iloc[0], str):  # pandas read them with the layout of the first string
+        fix = ("rewrite them in ISO 8601 (2020-01-31 13:00), which reads one way only, e.g. with "
+               "pd.to_datetime(df[time], format={day_first!r}) for day-first dates ({month_first!r} for "
+               "month-first ones) and to_csv")
+        index = day_month_reading(df[time_col], index, guess_datetime_format(first.iloc[0]),
+                                  f"{path}: time column {time_col!r}", fix).rename("date")
     if index.hasnans:
         rows = np.flatnonzero(index.isna())
         raise ValueError(

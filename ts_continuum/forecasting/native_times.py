@@ -3,7 +3,8 @@
 Native times are int64 nanoseconds since the epoch (UTC for tz-aware data) for datetimes and float64
 for numbers, so windows and steps are plain array arithmetic; the dtype and time zone name are kept to
 give answers in the user's kind of timestamp. Strings are parsed with one format for the whole column,
-never one by one, so day-first and month-first readings cannot mix.
+never one by one, so day-first and month-first readings cannot mix; a column that reads both ways
+is taken in the reading that spaces it regularly, or refused (``data/date_strings.py``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,7 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
-try:
-    from pandas.tseries.api import guess_datetime_format
-except ImportError:  # pandas < 2.2 keeps it private
-    from pandas._libs.tslibs.parsing import guess_datetime_format
+from ..data.date_strings import day_month_reading, guess_datetime_format
 
 
 def period_advice(what: str, dtype: pd.PeriodDtype, fix: str) -> str:
@@ -102,7 +100,8 @@ def _is_missing(value) -> bool:
 def _parse_object_times(raw: pd.Series, name: str) -> pd.DatetimeIndex:
     """Date objects as they are; strings with one layout for all (guessed from the first string, as
     pandas does) or as ISO 8601. Never string by string: "02/01/2024" would be read as February 1
-    and "13/01/2024" as January 13 in one column, a silent wrong order."""
+    and "13/01/2024" as January 13 in one column, a silent wrong order. A guessed layout whose day
+    and month could be the other way round is checked against that reading."""
     stamps = [v for v in raw if isinstance(v, datetime)]
     if len({v.tzinfo is None for v in stamps}) > 1:
         raise ValueError(f"time column {name!r} mixes tz-aware and naive timestamps; make them consistent, "
@@ -112,12 +111,18 @@ def _parse_object_times(raw: pd.Series, name: str) -> pd.DatetimeIndex:
     error = None
     for fmt in ([None] if not strings else [layout, "ISO8601"] if layout else ["ISO8601"]):
         try:
-            return pd.DatetimeIndex(pd.to_datetime(raw, format=fmt))
+            parsed = pd.DatetimeIndex(pd.to_datetime(raw, format=fmt))
         except (ValueError, TypeError) as exc:
             if any(word in str(exc).lower() for word in ("zone", "tz", "offset")):
                 raise ValueError(f"time column {name!r} mixes time zones or tz-aware and naive timestamps ({exc}); "
                                  "convert them to one, e.g. pd.to_datetime(df[...], utc=True)") from None
             error = error or exc
+            continue
+        if fmt != layout:
+            return parsed
+        fix = (f"parse the column before fit with its format, e.g. df[{name!r}] = pd.to_datetime(df[{name!r}], "
+               "format={day_first!r}) for day-first dates (format={month_first!r} for month-first ones)")
+        return day_month_reading(raw, parsed, layout, f"time column {name!r}", fix)
     parse = (f"parse the column before fit, e.g. df[{name!r}] = pd.to_datetime(df[{name!r}], format=...) with its "
              "format (such as '%d/%m/%Y'), or with dayfirst=True for day-first dates")
     if layout:

@@ -248,6 +248,17 @@ def test_save_load_round_trip_predicts_identically(fitted, data, tmp_path):
     assert loaded.spec_ == fitted.spec_ and loaded.freq_ == fitted.freq_
 
 
+def test_a_save_holding_tuple_names_loads_them_as_tuples(fitted, tmp_path):
+    """Saves made before fit refused tuple names hold them as JSON lists, which predict failed on."""
+    path = fitted.save(tmp_path / "model")
+    config = json.loads((path / "forecaster.json").read_text())
+    config["spec"]["target_cols"] = [["y", "a"], ["z", "b"]]
+    (path / "forecaster.json").write_text(json.dumps(config))
+    pred = Forecaster.load(path).predict()
+    assert list(pred.columns) == ["unique_id", "ds", ("y", "a"), ("z", "b")]
+    np.testing.assert_array_equal(pred[[("y", "a"), ("z", "b")]].to_numpy(), fitted.predict()[TARGETS].to_numpy())
+
+
 def test_save_refuses_a_non_empty_directory_unless_overwrite(fitted, tmp_path):
     target = tmp_path / "busy"
     target.mkdir()

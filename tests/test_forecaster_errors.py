@@ -156,6 +156,22 @@ def test_repeated_column_names_are_named_with_the_fix(fitted):
     Forecaster(**TINY, limit_train_batches=2).fit(pd.concat([df, df[["z"]]], axis=1), target_cols="y")
 
 
+def test_names_that_are_not_strings_or_numbers_are_refused_at_fit_with_the_rename():
+    """A saved forecaster stores names as JSON, where a tuple (a MultiIndex column) became a list that
+    the loaded forecaster then failed on in predict (unhashable type: 'list'); backtest failed too."""
+    wide = wide_frame()
+    wide.columns = pd.MultiIndex.from_tuples([("y", "a"), ("y", "b")])
+    with pytest.raises(ValueError, match=r"the name of the target column, \('y', 'a'\), is a tuple \(a MultiIndex "
+                                         r"column\).*df.columns = \['_'.join\(map\(str, c\)\) for c in df.columns\]"):
+        Forecaster(**TINY).fit(wide)
+    long = long_frame().rename(columns={"y": ("y", "a")})
+    with pytest.raises(ValueError, match=r"target column, \('y', 'a'\), is a tuple"):
+        Forecaster(**TINY).fit(long, target_cols=[("y", "a")])
+    dated = wide_frame().set_axis([pd.Timestamp("2024-01-01"), "b"], axis=1)
+    with pytest.raises(ValueError, match=r"is a Timestamp.*df.rename\(columns=str\)"):
+        Forecaster(**TINY).fit(dated)
+
+
 def test_ids_and_times_in_the_index_get_a_reset_index_hint(fitted):
     df = long_frame()
     with pytest.raises(ValueError, match=r"'unique_id' .*is not in the frame.*index level.*reset_index\(\)"):

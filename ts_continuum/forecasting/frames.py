@@ -47,7 +47,13 @@ class FrameSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> "FrameSpec":
-        return cls(**{**data, "target_cols": tuple(data["target_cols"])})
+        # JSON has no tuples: names saved before fit refused them (MultiIndex columns) come back as lists
+        return cls(**{k: _tuples(v) for k, v in data.items()})
+
+
+def _tuples(value):
+    """JSON lists back as tuples, nested ones too."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 @dataclass
@@ -159,6 +165,8 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
         raise ValueError(f"target_cols must not include the id or time column: {listing(clash)}")
     _require_columns(df, targets, "target")
     _require_unique(df, [c for c in (id_col, time_col, *targets) if c is not None])
+    _require_plain_names([("id column", id_col), ("time column", time_col), ("time index", index_name),
+                          *(("target column", t) for t in targets)])
     return FrameSpec("long" if long else "wide", id_col, time_col, index_name, tuple(targets))
 
 
@@ -254,6 +262,29 @@ def _require_columns(df: pd.DataFrame, names: list[str], role: str, hint: str = 
                 f"column {name!r} ({role}) is not in the frame{did_you_mean(name, columns)}; "
                 f"columns: {listing(columns, 12)}" + _index_hint(df, names) + hint
             )
+
+
+def _require_plain_names(names: list[tuple[str, object]]) -> None:
+    """Names must be strings or numbers: answers carry them, and ``save`` stores them as JSON, which
+    turns a tuple (a MultiIndex column) into a list that no frame has, so a loaded forecaster failed."""
+    for role, name in names:
+        if name is None or _is_plain_name(name):
+            continue
+        if isinstance(name, tuple):
+            what = "a tuple (a MultiIndex column)"
+            fix = "flatten the columns, e.g. df.columns = ['_'.join(map(str, c)) for c in df.columns]"
+        else:
+            what = f"a {type(name).__name__}"
+            fix = ("name the index with a string, e.g. df.index.name = 'ds'" if role == "time index" else
+                   "rename the columns to strings, e.g. df = df.rename(columns=str)")
+        raise ValueError(f"the name of the {role}, {name!r}, is {what}; names must be strings or numbers (forecasts "
+                         f"and saved forecasters keep them): {fix}")
+
+
+def _is_plain_name(name) -> bool:
+    if isinstance(name, (str, bool, np.bool_, int, np.integer)):
+        return True
+    return isinstance(name, (float, np.floating)) and bool(np.isfinite(name))
 
 
 def _datetime_columns_hint(df: pd.DataFrame) -> str:

@@ -12,6 +12,7 @@ import dateutil.tz
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from forecaster_data import LB, TINY, H, long_frame, wide_frame
 
 from ts_continuum import Forecaster
@@ -530,6 +531,38 @@ def test_loading_an_incompatible_or_incomplete_save(fitted, tmp_path):
     (path / "forecaster.json").write_text(json.dumps(config))
     (path / "weights.pt").unlink()
     with pytest.raises(ValueError, match="incomplete saved Forecaster: weights.pt missing"):
+        Forecaster.load(path)
+
+
+@pytest.mark.parametrize("name,how,match", [
+    ("weights.pt", lambda p: p.write_bytes(b"not a torch file" * 10), r"weights.pt cannot be read as saved weights"),
+    ("weights.pt", lambda p: p.write_bytes(p.read_bytes()[:200]), r"weights.pt cannot be read as saved weights"),
+    ("weights.pt", lambda p: torch.save({"w": torch.zeros(2)}, p), r"weights.pt holds the weights of another "
+                                                                   r"model.*\d+ missing: embed.weight, .* \.\.\.; 1 unexpected: w\)"),
+    ("weights.pt", lambda p: torch.save([1, 2], p), r"weights.pt holds no state dict"),
+    ("state.npz", lambda p: p.write_bytes(p.read_bytes()[:300]), r"state.npz cannot be read \(BadZipFile"),
+    ("state.npz", lambda p: np.savez(p, mean=np.zeros((3, 2))), r"state.npz lacks the arrays std, bounds"),
+    ("state.npz", lambda p: np.savez(p, **{**np.load(p), "mean": np.zeros((2, 2))}),
+     r"state.npz does not match forecaster.json \(3 series, 2 targets, horizon 6\): mean has shape \(2, 2\)"),
+    ("forecaster.json", lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items()
+                                                           if k != "spec"})), r"forecaster.json lacks 'spec'"),
+    ("forecaster.json", lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "model_config": 3})),
+     r"forecaster.json does not describe a forecaster this ts-continuum can build"),
+])
+def test_a_damaged_save_is_a_value_error_naming_the_file_and_the_problem(fitted, tmp_path, name, how, match):
+    path = fitted.save(tmp_path / "m")
+    how(path / name)
+    with pytest.raises(ValueError, match=match + r".*damaged or was changed since save\(\)") as error:
+        Forecaster.load(path)
+    assert "weights_only=False" not in str(error.value) and error.value.__cause__ is None
+
+
+def test_weights_of_another_model_name_the_parameters_that_differ(fitted, tmp_path):
+    path = fitted.save(tmp_path / "m")
+    other = Forecaster(**{**TINY, "d_model": 16}).fit(long_frame(), target_cols=["y", "z"]).save(tmp_path / "other")
+    (path / "weights.pt").write_bytes((other / "weights.pt").read_bytes())
+    with pytest.raises(ValueError, match=r"weights.pt holds the weights of another model than forecaster.json "
+                                         r"describes \(\d+ resized: .* of shape \(\d+, 16\) instead of \(\d+, 8\)"):
         Forecaster.load(path)
 
 

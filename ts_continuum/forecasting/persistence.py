@@ -180,6 +180,46 @@ def save_forecaster(f, path: Path, overwrite: bool) -> Path:
 
 
 def load_forecaster(cls, path: Path):
+    """The forecaster saved in ``path``; a damaged, incomplete or mixed-up directory is a ValueError
+    naming the file and the problem, never a raw error of json, torch or numpy."""
+    config = _read_config(path)
+    missing = [name for name in (WEIGHTS, ARRAYS) if not (path / name).is_file()]
+    if missing:
+        raise ValueError(f"{path} is an incomplete saved Forecaster: {', '.join(missing)} missing")
+    config_file = path / CONFIG
+    try:
+        f = cls(**config["forecaster"])
+        spec = FrameSpec.from_dict(config["spec"])
+        model = f.model_cls(**config["model_config"])
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        raise ValueError(f"{config_file} does not describe a forecaster this ts-continuum can build ({exc}); "
+                         f"{DAMAGED}") from None
+    state = _read_weights(path / WEIGHTS, model)
+    # a model trained at another precision (precision="64-true") predicts at it, as before saving
+    model.to(next(v.dtype for v in state.values() if v.is_floating_point()))
+    arrays = _read_arrays(path / ARRAYS, len(config["ids"]), len(spec.target_cols), f.horizon)
+    scaler = Scaler(arrays["mean"], arrays["std"])
+    time = config["time"]
+    categorical = config.get("id_categories")
+    id_dtype = None if categorical is None else pd.CategoricalDtype(categorical["categories"], categorical["ordered"])
+    context = Panel(np.array(config["ids"], dtype=object), arrays["bounds"], arrays["times"], arrays["values"],
+                    time["kind"], time["tz"], time["dtype"], id_dtype)
+    calibration = None  # absent: never calibrated
+    if "calibration" in arrays:
+        calibration = Calibration(arrays["calibration"], arrays.get("calibration_until"))
+    f._set_fitted(model.eval(), spec, config["freq"], scaler, context, config.get("spacing"))
+    f.calibration_ = calibration
+    f.fit_metrics_ = {k: math.nan if v is None else v for k, v in config.get("fit_metrics", {}).items()}
+    f.learning_curve_ = learning_curve_frame(config.get("learning_curve", []))  # [] in older saves
+    return f
+
+
+DAMAGED = "the directory is damaged or was changed since save(): save the forecaster again"
+CONFIG_ENTRIES = ("forecaster", "spec", "freq", "time", "model_config", "ids")  # every save writes them
+ARRAY_ENTRIES = ("mean", "std", "bounds", "times", "values")
+
+
+def _read_config(path: Path) -> dict:
     config_file = path / CONFIG
     if not config_file.is_file():
         raise ValueError(f"{path} is not a saved Forecaster (no {CONFIG}); give the directory passed to save()")
@@ -195,29 +235,59 @@ def load_forecaster(cls, path: Path):
             f"{config.get('library_version')}; this ts-continuum {ts_continuum.__version__} reads version "
             f"{FORMAT_VERSION}: load it with the version that saved it"
         )
-    missing = [name for name in (WEIGHTS, ARRAYS) if not (path / name).is_file()]
+    missing = [k for k in CONFIG_ENTRIES if k not in config]
     if missing:
-        raise ValueError(f"{path} is an incomplete saved Forecaster: {', '.join(missing)} missing")
-    f = cls(**config["forecaster"])
-    model = f.model_cls(**config["model_config"])
-    state = torch.load(path / WEIGHTS, map_location="cpu", weights_only=True)
+        raise ValueError(f"{config_file} lacks {', '.join(map(repr, missing))}; {DAMAGED}")
+    return config
+
+
+def _read_weights(file: Path, model: torch.nn.Module) -> dict:
+    """The state dict in ``file``, loaded into ``model``. torch's own message for a damaged file
+    advises ``weights_only=False``, which would run whatever code the file holds: not repeated."""
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as exc:  # whatever torch makes of a damaged file, it holds no weights to use
+        raise ValueError(f"{file} cannot be read as saved weights ({type(exc).__name__}); {DAMAGED}") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(f"{file} holds no state dict of model weights; {DAMAGED}")
+    expected = model.state_dict()
+    resized = [f"{k} of shape {tuple(state[k].shape)} instead of {tuple(v.shape)}"
+               for k, v in expected.items() if k in state and state[k].shape != v.shape]
+    problems = [_some(f"{len(names)} {what}", names) for what, names in (
+        ("missing", [k for k in expected if k not in state]),
+        ("unexpected", [k for k in state if k not in expected]),
+        ("resized", resized)) if names]
+    if problems:
+        raise ValueError(f"{file} holds the weights of another model than {CONFIG} describes "
+                         f"({'; '.join(problems)}); {DAMAGED}")
     model.load_state_dict(state)
-    # a model trained at another precision (precision="64-true") predicts at it, as before saving
-    model.to(next(v.dtype for v in state.values() if v.is_floating_point()))
-    with np.load(path / ARRAYS) as arrays:
-        scaler = Scaler(arrays["mean"], arrays["std"])
-        time = config["time"]
-        categorical = config.get("id_categories")
-        id_dtype = None if categorical is None else pd.CategoricalDtype(categorical["categories"],
-                                                                          categorical["ordered"])
-        context = Panel(np.array(config["ids"], dtype=object), arrays["bounds"], arrays["times"],
-                        arrays["values"], time["kind"], time["tz"], time["dtype"], id_dtype)
-        calibration = None  # absent: never calibrated
-        if "calibration" in arrays.files:
-            calibration = Calibration(arrays["calibration"], arrays.get("calibration_until"))
-    f._set_fitted(model.eval(), FrameSpec.from_dict(config["spec"]), config["freq"], scaler, context,
-                  config.get("spacing"))
-    f.calibration_ = calibration
-    f.fit_metrics_ = {k: math.nan if v is None else v for k, v in config.get("fit_metrics", {}).items()}
-    f.learning_curve_ = learning_curve_frame(config.get("learning_curve", []))  # [] in older saves
-    return f
+    return state
+
+
+def _some(what: str, names: list[str], shown: int = 3) -> str:
+    return f"{what}: {', '.join(names[:shown])}{' ...' if len(names) > shown else ''}"
+
+
+def _read_arrays(file: Path, n_series: int, n_targets: int, horizon: int) -> dict[str, np.ndarray]:
+    """``state.npz``'s arrays, checked against the series and targets ``forecaster.json`` names."""
+    try:
+        with np.load(file) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except Exception as exc:  # BadZipFile, zlib.error, EOFError, OSError, ValueError: a damaged file
+        raise ValueError(f"{file} cannot be read ({type(exc).__name__}: {exc}); {DAMAGED}") from None
+    missing = [k for k in ARRAY_ENTRIES if k not in arrays]
+    if missing:
+        raise ValueError(f"{file} lacks the arrays {', '.join(missing)}; {DAMAGED}")
+    bounds, rows = arrays["bounds"], len(arrays["times"])
+    shapes = {"mean": (n_series, n_targets), "std": (n_series, n_targets), "bounds": (n_series + 1,),
+              "values": (rows, n_targets)}
+    wrong = [f"{k} has shape {arrays[k].shape}, not {shape}" for k, shape in shapes.items() if arrays[k].shape != shape]
+    if not wrong and not (bounds[0] == 0 and bounds[-1] == rows and (np.diff(bounds) > 0).all()):
+        wrong.append(f"bounds do not split its {rows} rows into {n_series} series")
+    calibration = arrays.get("calibration")
+    if calibration is not None and (calibration.ndim != 3 or calibration.shape[1:] != (horizon, n_targets)):
+        wrong.append(f"calibration has shape {calibration.shape}, not (windows, {horizon}, {n_targets})")
+    if wrong:
+        raise ValueError(f"{file} does not match {CONFIG} ({n_series} series, {n_targets} targets, horizon "
+                         f"{horizon}): {'; '.join(wrong)}; {DAMAGED}")
+    return arrays

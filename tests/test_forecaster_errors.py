@@ -35,6 +35,17 @@ def test_horizon_and_lookback_must_be_positive_integers(name, value):
         Forecaster(**{**TINY, name: value})
 
 
+@pytest.mark.parametrize("args,largest", [(dict(horizon=10**12), r"head.0.weight, of shape \(1000000000000, "),
+                                          (dict(model="encoder", lookback=10**12, d_model=8), "")])
+def test_a_model_larger_than_the_machines_memory_is_refused_before_it_is_allocated(args, largest):
+    """torch's allocator failed in __init__ asking for hundreds of gigabytes (or, overcommitted, the
+    process was killed while the weights were initialised)."""
+    with pytest.raises(ValueError, match=rf"Forecaster\(horizon=\d+, lookback=\d+.*\) with 1 target\(s\): the "
+                                         rf"\w+ model would hold .* GiB of weights \(the largest, {largest}.*more than "
+                                         r"this machine's .* GiB of memory.*Use a smaller horizon or lookback"):
+        Forecaster(**args)
+
+
 def test_unknown_option_lists_valid_names_and_suggests_one():
     with pytest.raises(ValueError, match=r"unknown argument 'max_epoch' \(did you mean 'max_epochs'\?\).*d_model.*lr"):
         Forecaster(max_epoch=3)

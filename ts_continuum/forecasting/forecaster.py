@@ -19,6 +19,7 @@ from .cross_validation import held_out_calibration, run_cross_validation
 from .errors import NotFittedError, positive_int, user_stacklevel
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
 from .intervals import Calibration, Level, bounds, check_names, parse_levels
+from .model_size import check_model_size
 from .options import check_backend, check_trains, split_options
 from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_backtest, plot_forecast, plot_learning_curve
@@ -205,8 +206,14 @@ class Forecaster:
         return Windows(panel.times, panel.bounds, freq, self.lookback, self.horizon, self.interpolate_inputs)
 
     def _build_model(self, n_channels: int) -> torch.nn.Module:
-        return self.model_cls(n_channels=n_channels, lookback=self.lookback, horizon=self.horizon,
-                              attention=self.attention, pos_encoding=self.pos_encoding, **self.options.model)
+        def build() -> torch.nn.Module:
+            return self.model_cls(n_channels=n_channels, lookback=self.lookback, horizon=self.horizon,
+                                  attention=self.attention, pos_encoding=self.pos_encoding, **self.options.model)
+
+        given = "".join(f", {k}={v!r}" for k, v in self.options.model.items())
+        check_model_size(build, f"Forecaster(horizon={self.horizon}, lookback={self.lookback}{given}) with "
+                                f"{n_channels} target(s)")
+        return build()
 
     def _check_span(self, panel: Panel, span: np.ndarray, freq, val_size: int) -> None:
         need = self.lookback + self.horizon + val_size

@@ -83,6 +83,27 @@ def test_a_rerun_into_an_earlier_runs_version_folder_stops_before_touching_it(co
     assert sorted(p.name for p in folder.parent.iterdir()) == ["version_0"]
 
 
+def test_a_runs_config_is_reused_for_test_even_when_the_run_pinned_its_version(config, tmp_path):
+    """The README's workflow (test --config <run>/config.yaml) was refused for a run started with
+    --trainer.logger.init_args.version 0: the saved config kept the version, so the test went for the
+    run's own folder, and the message said to leave unset an option the user never set."""
+    fit(config, "--trainer.logger.init_args.version", "0")
+    run = tmp_path / "runs" / "tiny" / "version_0"
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["trainer"]["logger"]["init_args"]["version"] is None and saved["ckpt_path"] is None
+    (best,) = (run / "checkpoints").glob("best-*.ckpt")
+    ForecastCLI(ForecastingModule, ForecastDataModule,
+                args=["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(best)])
+    assert (tmp_path / "runs" / "tiny" / "version_1" / "metrics.csv").is_file()
+    pinned = tmp_path / "pinned.yaml"  # a config that sets the version, as those saved before did
+    pinned.write_text(yaml.safe_dump({**saved, "trainer": {**saved["trainer"], "logger": {
+        **saved["trainer"]["logger"], "init_args": {**saved["trainer"]["logger"]["init_args"], "version": 0}}}}))
+    message = refused("test", "--config", str(pinned), "--ckpt_path", str(best))
+    assert "add --trainer.logger.init_args.version null where a config file sets it" in message
+    main(["test", "--config", str(pinned), "--ckpt_path", str(best), "--trainer.logger.init_args.version", "null"])
+    assert (tmp_path / "runs" / "tiny" / "version_2" / "metrics.csv").is_file()
+
+
 def test_a_rerun_without_a_logger_stops_before_touching_the_root_folder(config, tmp_path):
     root = tmp_path / "out"
     args = ("--trainer.logger", "false", "--trainer.default_root_dir", str(root))

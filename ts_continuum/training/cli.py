@@ -41,15 +41,30 @@ from .run_folder import check_run_folder, remove_run_files
 
 
 class RunConfigSaver(SaveConfigCallback):
-    """Saves the run's ``config.yaml`` with ``ckpt_path`` cleared: the file is what users pass back to
-    evaluate or resume the run, and a resumed run's file would otherwise silently resume (or test)
-    the earlier run's checkpoint again whenever it is reused without ``--ckpt_path``."""
+    """Saves the run's ``config.yaml`` with ``ckpt_path`` and the logger's ``version`` cleared: the
+    file is what users pass back to evaluate or resume the run. A resumed run's file would otherwise
+    silently resume (or test) the earlier run's checkpoint again whenever it is reused without
+    ``--ckpt_path``, and a pinned version would send the next command into this run's folder, which
+    is refused."""
 
     def __init__(self, parser: LightningArgumentParser, config: Namespace, *args: Any, **kwargs: Any) -> None:
-        if config.get("ckpt_path") is not None:
+        loggers = [lg for lg in _as_list(config.get("trainer.logger")) if _pinned_version(lg)]
+        if config.get("ckpt_path") is not None or loggers:
             config = config.clone()
             config.ckpt_path = None
+            for logger in _as_list(config.get("trainer.logger")):
+                if _pinned_version(logger):
+                    logger.init_args.version = None
         super().__init__(parser, config, *args, **kwargs)
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _pinned_version(logger: Any) -> bool:
+    """A logger config (``class_path`` + ``init_args``) that names its run's version."""
+    return isinstance(logger, Namespace) and logger.get("init_args.version") is not None
 
 
 class ForecastCLI(LightningCLI):

@@ -32,8 +32,9 @@ def check_run_folder(trainer: Trainer) -> None:
         return
     logger = trainer.logger
     if isinstance(logger, (CSVLogger, TensorBoardLogger)):
-        how = ("leave --trainer.logger.init_args.version unset (each run then gets the next free version_<N> "
-               "folder) or give another version or --trainer.logger.init_args.name")
+        how = ("leave --trainer.logger.init_args.version unset, or add --trainer.logger.init_args.version null "
+               "where a config file sets it (each run then gets the next free version_<N> folder), or give another "
+               "version or --trainer.logger.init_args.name")
     elif logger is None:
         how = ("without a logger the run writes straight into --trainer.default_root_dir: give it a new "
                "folder, or use a logger (the configs' CSVLogger gives each run its own version_<N> folder)")

@@ -469,6 +469,7 @@ def test_a_forecast_model_without_attention_trains_from_the_cli(config, tmp_path
     (["--model.lr", "-1"], "lr must be a positive number, got -1.0"),  # Adam's error, after config.yaml
     (["--model.weight_decay", "-0.1"], "weight_decay must be a number >= 0"),
     (["--trainer.precision", "16-true"], "precision='16-true' trains float16 weights with Adam"),  # NaN after a step
+    (["--data.horizon", "1000000000000"], "GiB of weights (the largest, head.0.weight"),  # torch's allocator failed
 ])
 def test_bad_options_and_data_are_refused_in_one_line_before_the_run_folder(config, tmp_path, args, match):
     message = refused("fit", "--config", str(config), *args)

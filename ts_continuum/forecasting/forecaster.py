@@ -19,7 +19,7 @@ from .cross_validation import held_out_calibration, run_cross_validation
 from .errors import NotFittedError, positive_int, user_stacklevel
 from .frames import FrameSpec, Panel, detect_spec, forecast_frame, read_panel, warn_constant_targets
 from .intervals import Calibration, Level, bounds, check_names, parse_levels
-from .model_size import check_model_size
+from ..models.size import check_model_size
 from .options import check_backend, check_trains, split_options
 from .persistence import load_forecaster, save_forecaster
 from .plotting import plot_backtest, plot_forecast, plot_learning_curve

@@ -15,6 +15,7 @@ are reported in one line instead of a traceback.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCL
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only, rank_zero_warn
 
 from ..data import ForecastDataModule
+from ..models.size import check_model_size
 from .checkpoint_checks import check_ckpt_model, check_ckpt_path, check_module_options, read_ckpt
 from .errors import CLIError, user_input_errors
 from .learning_curve import LearningCurveWriter
@@ -128,6 +130,20 @@ class ForecastCLI(LightningCLI):
         pct_start, schedule = module.get("pct_start", DEFAULT_PCT_START), module.get("lr_schedule")
         if pct_start != DEFAULT_PCT_START and schedule != "onecycle":  # as the module would, without a traceback
             raise CLIError(pct_start_unused(pct_start, schedule))
+        self._check_model_size(module["model"], data)
+
+    @staticmethod
+    def _check_model_size(model: Namespace, data: Namespace) -> None:
+        """A model too large for this machine is refused before its weights are allocated (torch's
+        allocator would fail with a traceback). The channel count is the data's, not known yet: one."""
+        if not isinstance(model, Namespace) or not isinstance(model.get("class_path"), str):
+            return
+        module_name, _, class_name = model["class_path"].rpartition(".")
+        model_cls = getattr(importlib.import_module(module_name), class_name)
+        args = {**(model.get("init_args") or Namespace()).as_dict(), "n_channels": 1}
+        with user_input_errors():
+            check_model_size(lambda: model_cls(**args), f"--data.horizon {data['horizon']}, --data.lookback "
+                                                        f"{data['lookback']}")
 
     def instantiate_classes(self) -> None:
         with user_input_errors():

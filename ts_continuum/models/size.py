@@ -1,7 +1,8 @@
 """The memory a model's weights take, checked before they are allocated.
 
-``Forecaster(horizon=10**9)`` would otherwise fail inside torch's allocator (asking for hundreds of
-gigabytes) or, where the system overcommits memory, be killed while the weights are initialised.
+``Forecaster(horizon=10**9)`` or ``ts-continuum fit --data.horizon 1000000000`` would otherwise fail
+inside torch's allocator (asking for hundreds of gigabytes) or, where the system overcommits memory,
+be killed while the weights are initialised.
 The model is built on torch's "meta" device, which records shapes and allocates nothing.
 """
 

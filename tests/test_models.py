@@ -509,3 +509,21 @@ def test_x_time_in_another_float_dtype_than_the_model_is_taken(cls):
     half = make(cls).to(torch.bfloat16)
     y = half(x.to(torch.bfloat16), mask, t)  # float32 times beside a bfloat16 model
     assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
+
+
+class _NeedsValues(torch.nn.Module):
+    """A model of one's own whose constructor reads tensor values, which the meta device has not."""
+
+    def __init__(self, width: int = 4):
+        super().__init__()
+        if width < 1:
+            raise ValueError("width must be positive")
+        self.layer = torch.nn.Linear(int(torch.ones(width).sum().item()), 1)
+
+
+def test_the_size_check_leaves_models_it_cannot_build_without_memory_to_the_real_build():
+    from ts_continuum.models.size import check_model_size
+
+    check_model_size(_NeedsValues, "a model of one's own")  # RuntimeError on the meta device: not checked
+    with pytest.raises(ValueError, match="width must be positive"):  # bad arguments still say so
+        check_model_size(lambda: _NeedsValues(0), "a model of one's own")

@@ -548,8 +548,8 @@ def test_loading_an_incompatible_or_incomplete_save(fitted, tmp_path):
 @pytest.mark.parametrize("name,how,match", [
     ("weights.pt", lambda p: p.write_bytes(b"not a torch file" * 10), r"weights.pt cannot be read as saved weights"),
     ("weights.pt", lambda p: p.write_bytes(p.read_bytes()[:200]), r"weights.pt cannot be read as saved weights"),
-    ("weights.pt", lambda p: torch.save({"w": torch.zeros(2)}, p), r"weights.pt holds the weights of another "
-                                                                   r"model.*\d+ missing: embed.weight, .* \.\.\.; 1 unexpected: w\)"),
+    ("weights.pt", lambda p: torch.save({"w": torch.zeros(2)}, p),
+     r"weights.pt holds the weights of another model.*\d+ missing: embed.weight, .* \.\.\.; 1 unexpected: w\)"),
     ("weights.pt", lambda p: torch.save([1, 2], p), r"weights.pt holds no state dict"),
     ("state.npz", lambda p: p.write_bytes(p.read_bytes()[:300]), r"state.npz cannot be read \(BadZipFile"),
     ("state.npz", lambda p: np.savez(p, mean=np.zeros((3, 2))), r"state.npz lacks the arrays std, bounds"),

@@ -50,13 +50,11 @@ class RunConfigSaver(SaveConfigCallback):
     is refused."""
 
     def __init__(self, parser: LightningArgumentParser, config: Namespace, *args: Any, **kwargs: Any) -> None:
-        loggers = [lg for lg in _as_list(config.get("trainer.logger")) if _pinned_version(lg)]
-        if config.get("ckpt_path") is not None or loggers:
+        if config.get("ckpt_path") is not None or any(map(_pinned_version, _as_list(config.get("trainer.logger")))):
             config = config.clone()
             config.ckpt_path = None
-            for logger in _as_list(config.get("trainer.logger")):
-                if _pinned_version(logger):
-                    logger.init_args.version = None
+            for logger in filter(_pinned_version, _as_list(config.get("trainer.logger"))):
+                logger.init_args.version = None
         super().__init__(parser, config, *args, **kwargs)
 
 

@@ -126,7 +126,7 @@ def load_dataset(name: str | Path, verify: bool = True, columns: list[str] | Non
     else:
         path = Path(name)
         if not path.is_file():
-            known = ", ".join([f.removesuffix(".csv.gz") for f in BUNDLED.values()] + list(LONG))
+            known = ", ".join(f.removesuffix(".csv.gz") for f in BUNDLED.values())
             raise FileNotFoundError(f"'{name}' is neither a bundled dataset ({known}) nor an existing file")
     return _read_csv(path, columns)
 

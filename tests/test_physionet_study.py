@@ -27,7 +27,7 @@ def block(name, **axes):
 
 @pytest.mark.slow
 def test_grid_runs_resumes_and_reports(tmp_path, capsys):
-    grid = write_grid(tmp_path, [block("main"), block("switch", attention="softmax", switch="continuous@1"),
+    grid = write_grid(tmp_path, [block("main"), block("switch", attention="softmax", switch="to-other@1"),
                                  block("floor", model="last", attention="none", pos_encoding="none")])
     run.main(["--grid", str(grid), "--threads", "1"])
     out = tmp_path / "out"
@@ -39,14 +39,14 @@ def test_grid_runs_resumes_and_reports(tmp_path, capsys):
         assert len(errors["ids"]) == len(set(errors["ids"].tolist())) == 8  # every test stay once
         assert report._metric(errors, np.ones(8, bool)) == pytest.approx(
             df.loc[df["cell_id"] == cid, "test_mse"].item(), rel=1e-9)
-    switched = df[df["switch"] == "continuous@1"].iloc[0]
+    switched = df[df["switch"] == "to-other@1"].iloc[0]
     assert np.isfinite(switched["val_after_switch"]) and switched["epochs"] == 2
     capsys.readouterr()
     run.main(["--grid", str(grid), "--dry-run"])
     assert "0 of 4 cells to run" in capsys.readouterr().out
     report.main([str(out)])
     summary = (out / "summary.md").read_text()
-    assert "| async | rope | 1.0 | none | 1 |" in summary and "sparsest" in summary and "continuous@1" in summary
+    assert "| async | rope | 1.0 | none | 1 |" in summary and "sparsest" in summary and "to-other@1" in summary
     assert (out / "val_curves.png").is_file() and (out / "paired_deltas.png").is_file()
 
 

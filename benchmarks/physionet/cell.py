@@ -32,8 +32,7 @@ BASELINES = {"last": LastObservation, "mean": HistoryMean}
 MODELS = tuple(TRAINED) + tuple(BASELINES)
 # settings a cell may give besides its key (others are refused by the runner)
 SETTINGS = {"max_epochs": 10, "patience": 4, "lr": 1e-3, "batch_size": 32, "eval_batch_size": 128,
-            "model_args": {}, "split_seed": 0, "limit_train_batches": 1.0, "max_stays": None,
-            "keep_checkpoint": False}
+            "model_args": {}, "split_seed": 0, "limit_train_batches": 1.0, "max_stays": None}
 _DATA: dict[tuple, PhysioNetDataModule] = {}
 
 
@@ -116,10 +115,15 @@ class SwitchAttention(Callback):
 
 
 def _switch(cell: dict) -> tuple[int, str] | None:
-    """"none" or "<to>@<epoch>" (e.g. "continuous@3")."""
+    """"none", or "<to>@<epoch>": continue with attention <to> ("continuous", "softmax", or
+    "to-other": the one the cell did not start with) from epoch <epoch> (0-based) on."""
     if cell["switch"] in (None, "none"):
         return None
     to, _, epoch = str(cell["switch"]).partition("@")
+    if to == "to-other":
+        to = {"softmax": "continuous", "continuous": "softmax"}[cell["attention"]]
+    if to not in ("softmax", "continuous") or not epoch.isdigit():
+        raise ValueError(f"switch must be 'none' or '<softmax|continuous|to-other>@<epoch>', got {cell['switch']!r}")
     return int(epoch), to
 
 
@@ -159,8 +163,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         if switch and int(torch.load(ckpt.best_model_path, weights_only=False)["epoch"]) < switch[0]:
             module.set_attention(cell["attention"])  # the best weights were from before the switch
         module.load_state_dict(state)
-        if cell["keep_checkpoint"]:
-            shutil.copy(ckpt.best_model_path, out_dir / "best.ckpt")
+        shutil.copy(ckpt.best_model_path, out_dir / "best.ckpt")  # not committed (.gitignore): the best is saved
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     fit_s = time.perf_counter() - t0
     test = evaluate(module, dm.test_dataloader(), dm.n_variables)

@@ -527,3 +527,48 @@ def test_the_size_check_leaves_models_it_cannot_build_without_memory_to_the_real
     check_model_size(_NeedsValues, "a model of one's own")  # RuntimeError on the meta device: not checked
     with pytest.raises(ValueError, match="width must be positive"):  # bad arguments still say so
         check_model_size(lambda: _NeedsValues(0), "a model of one's own")
+
+
+HOST_READS = ("__bool__", "item", "tolist", "__int__", "__float__", "__index__")
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("sink", ["zero", "learned"])
+def test_attention_layers_never_read_back_from_the_device(cls, sink, monkeypatch):
+    """The model checks its input once; its attention layers call the op's unchecked entry, which
+    reads nothing back (the public op's checks read lengths and times: about five waits per layer)."""
+    m = make(cls, attention="continuous", pos_encoding="rope", sink=sink)
+    x, mask, t = irregular_batch(cls)
+    reads, inside = [], []
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name,
+                            lambda self, *a, _o=original, _n=name: (inside and reads.append(_n)) or _o(self, *a))
+    original_forward = MultiHeadAttention.forward
+
+    def counted(self, *args, **kwargs):
+        inside.append(True)
+        try:
+            return original_forward(self, *args, **kwargs)
+        finally:
+            inside.pop()
+
+    monkeypatch.setattr(MultiHeadAttention, "forward", counted)
+    m(x, mask, t)
+    assert reads == []
+
+
+@pytest.mark.gpu
+def test_attention_layers_do_not_synchronise_on_a_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    layer = MultiHeadAttention(32, 2, attention="continuous", rope=True).cuda()
+    x = torch.randn(4, 20, 32, device="cuda")
+    times = torch.cumsum(torch.rand(4, 20, device="cuda") + 0.1, -1)
+    lengths = torch.tensor([20, 15, 9, 3], device="cuda")
+    layer(x, times, lengths)  # compile / autotune outside the check
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        layer(x, times, lengths)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)

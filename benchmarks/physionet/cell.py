@@ -168,6 +168,9 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     fit_s = time.perf_counter() - t0
     test = evaluate(module, dm.test_dataloader(), dm.n_variables)
     history = dm.datasets["test"].history
+    ids_file = out_dir.parents[1] / f"test_record_ids_split{cell['split_seed']}.txt"
+    if not ids_file.is_file():  # the stays every test MSE of this split is over
+        ids_file.write_text("\n".join(map(str, dm.split_ids["test"].tolist())) + "\n")
     np.savez_compressed(out_dir / "errors.npz", ids=history.ids[test["rows"]], sq=test["sq"], abs=test["abs"],
                         count=test["count"], history_obs=np.diff(history.offsets)[test["rows"]])
     best = int(np.argmin(log.val_mse)) if log.val_mse else -1

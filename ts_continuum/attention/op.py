@@ -94,8 +94,41 @@ def continuous_attention(
     elif not (_is_real(scale) and math.isfinite(scale)):
         raise ValueError(f"scale must be a finite number, got {scale!r}")
     sink_k, sink_v = _check_sink_params(sink, sink_k, sink_v, q, v)
+    return attend(q, k, v, times=times, causal=causal, sink=sink, sink_k=sink_k, sink_v=sink_v,
+                  sink_gap=float(sink_gap), lengths=lengths, q_lengths=q_lengths, scale=float(scale), backend=backend)
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    times: torch.Tensor | None,
+    causal: bool,
+    sink: str,
+    sink_k: torch.Tensor | None,
+    sink_v: torch.Tensor | None,
+    sink_gap: float,
+    lengths: torch.Tensor | None,
+    q_lengths: torch.Tensor | None,
+    scale: float | None,
+    backend: str,
+) -> torch.Tensor:
+    """:func:`continuous_attention` without its argument checks, for callers that validated their
+    inputs once at their own boundary (the models check their input before any layer runs): no host
+    synchronisation, so a GPU layer never waits on the device. The arguments must be what the checks
+    would pass: shapes as documented there, ``lengths`` (B,) int64 in [1, T] (all-full is allowed),
+    ``q_lengths`` (B,) int64 in [0, Tq] or None, ``times`` strictly increasing over each sequence's
+    valid positions (padded positions may hold anything), ``sink_k``/``sink_v`` given for "learned".
+    """
+    T, D = k.shape[2], q.shape[-1]
+    Tq = q.shape[2]
+    if scale is None:
+        scale = D**-0.5
     if scale < 0:  # (-q)·k·|scale| is the same score; the kernel's moments need scale >= 0
         q, scale = -q, -scale
+    if times is not None:
+        times = times.detach().to(torch.float64)
 
     impl = backends.select(backend, q, D, v.shape[-1], keys=T)
     first = 2 if sink == "none" else 1

@@ -12,15 +12,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..attention import continuous_attention
 from ..attention.backends import BACKENDS, BackendName
 from ..attention.choices import check_choice
-from ..attention.op import SINKS, Sink
+from ..attention.op import SINKS, Sink, attend
 from ..attention.rope import apply_rope
 
 # The models' string options. Literal types, so the CLI lists the choices and refuses a typo when
 # parsing; the tuples drive the checks for Python callers, so each list is written once (the sinks
-# are continuous_attention's own).
+# are continuous_attention's own). Layers call the op's unchecked entry (``attend``): the models check
+# their input once, before any layer runs.
 Attention = Literal["softmax", "continuous"]
 PosEncoding = Literal["learned", "rope", "none"]
 ATTENTIONS: tuple[str, ...] = get_args(Attention)
@@ -93,10 +93,11 @@ class MultiHeadAttention(nn.Module):
             pos = times - times[..., :1] if times is not None else torch.arange(T, device=x.device, dtype=torch.float32)
             q, k = apply_rope(q, pos), apply_rope(k, pos)
         if self.attention == "continuous":
-            sink_params = dict(sink_k=self.sink_k, sink_v=self.sink_v) if self.sink == "learned" else {}
-            o = continuous_attention(
-                q, k, v, times=times, lengths=lengths, sink=self.sink, backend=self.backend, **sink_params
-            )
+            # the model checked its input once; the op's own checks would sync with the device per layer
+            learned = self.sink == "learned"
+            o = attend(q, k, v, times=times, causal=False, sink=self.sink, sink_k=self.sink_k if learned else None,
+                       sink_v=self.sink_v if learned else None, sink_gap=1.0, lengths=lengths, q_lengths=None,
+                       scale=None, backend=self.backend)
         else:
             o = self._softmax(q, k, v, lengths)
         return self.dropout(self.out(o.transpose(1, 2).reshape(B, T, -1)))
@@ -154,9 +155,10 @@ class QueryAttention(nn.Module):
             origin = times[:, :1]
             q, k = apply_rope(q, x_times - origin), apply_rope(k, times - origin)
         if self.attention == "continuous":
-            sink_params = dict(sink_k=self.sink_k, sink_v=self.sink_v) if self.sink == "learned" else {}
-            o = continuous_attention(q, k, v, times=times, lengths=lengths, q_lengths=x_lengths, sink=self.sink,
-                                     backend=self.backend, **sink_params)
+            learned = self.sink == "learned"
+            o = attend(q, k, v, times=times, causal=False, sink=self.sink, sink_k=self.sink_k if learned else None,
+                       sink_v=self.sink_v if learned else None, sink_gap=1.0, lengths=lengths, q_lengths=x_lengths,
+                       scale=None, backend=self.backend)
         else:
             mask = None if lengths is None else (torch.arange(N, device=x.device) < lengths[:, None])[:, None, None]
             if self.sink == "learned":

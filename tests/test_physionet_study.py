@@ -48,6 +48,12 @@ def test_grid_runs_resumes_and_reports(tmp_path, capsys):
     summary = (out / "summary.md").read_text()
     assert "| async | rope | 1.0 | none | 1 |" in summary and "sparsest" in summary and "to-other@1" in summary
     assert (out / "val_curves.png").is_file() and (out / "paired_deltas.png").is_file()
+    # the per-stay error files are not committed: the density sums kept beside results.csv suffice
+    sparsity = summary.split("## By sparsity")[1].split("##")[0]
+    for npz in out.glob("runs/*/errors.npz"):
+        npz.unlink()
+    report.main([str(out)])
+    assert (out / "summary.md").read_text().split("## By sparsity")[1].split("##")[0] == sparsity
 
 
 def test_grid_mistakes_are_refused_before_anything_runs(tmp_path):

@@ -508,6 +508,31 @@ def fake_cells(monkeypatch):
     monkeypatch.setattr(runner.report, "write", lambda out: None)
 
 
+def test_the_ray_executor_without_ray_says_how_to_install_it(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as where Ray is not installed
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=r"--executor ray needs Ray.*pip install -e \"\.\[cluster\]\""):
+        runner.main(["--profile", "quick", "--out", str(out), "--executor", "ray"])
+    assert not out.exists(), "refused before anything was written"
+
+
+def test_ray_options_need_the_ray_executor_and_sensible_values(tmp_path, capsys):
+    for args, message in ((["--address", "head:6379"], "--address apply to --executor ray only"),
+                          (["--gpus-per-cell", "1", "--cpus-per-cell", "2"],
+                           "--cpus-per-cell, --gpus-per-cell apply to --executor ray only"),
+                          (["--executor", "ray", "--cpus-per-cell", "0"],
+                           "--cpus-per-cell: must be a positive number of CPUs, not '0'"),
+                          (["--executor", "ray", "--gpus-per-cell", "-1"],
+                           "--gpus-per-cell: must be 0 or a positive number of GPUs, not '-1'"),
+                          (["--executor", "dask"], "invalid choice: 'dask'")):
+        with pytest.raises(SystemExit):
+            runner.main(["--profile", "quick", "--out", str(tmp_path / "out"), *args])
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_counts_say_what_is_recorded_what_runs_and_what_max_cells_leaves(tmp_path, capsys, fake_cells):
     out = str(tmp_path / "out")
     runner.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", "1"])

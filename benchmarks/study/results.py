@@ -14,7 +14,7 @@ from benchmarks.study.grid import SETTINGS, experiment
 RESULT_FIELDS = list(KEY_FIELDS) + [
     "status", "test_mse", "test_mae", "best_val_mse", "epochs", "best_epoch", "train_s_per_epoch",
     "first_epoch_s", "fit_s", "wall_s", "peak_rss_mb", "threads", "n_params", "val_curve", "cell_id",
-    "block", "config", "error", "finished_at", "test_curve", "software",
+    "block", "config", "error", "finished_at", "test_curve", "software", "host",
 ]
 
 

@@ -109,6 +109,7 @@ def test_a_worker_that_dies_is_retried_once_then_recorded(tmp_path, local_ray, n
     assert [r["status"] for r in recorded.values()].count("ok") == 2 and marker.exists()
     [dead] = [r for r in recorded.values() if r["status"] == "failed"]
     assert dead["regime"] == "drop60" and "died on the first try and on the retry" in dead["error"]
+    assert dead["host"] == "" and all(r["host"] for r in recorded.values() if r["status"] == "ok")
     assert (out / "runs" / dead["cell_id"] / "error.txt").exists()
     for cid, row in recorded.items():  # the files were written elsewhere and sent back
         if row["status"] == "ok":

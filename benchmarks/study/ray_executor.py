@@ -123,7 +123,7 @@ def _lost(cell: dict, exc: Exception, died: bool, software_text: str) -> tuple[d
     retried = " (its worker died on the first try and on the retry)" if died else ""
     row = finished({**cell_row(cell), "status": "failed", "error": f"{type(cause).__name__}: {first}{retried}"},
                    software_text)
-    return row, {"error.txt": str(exc).encode()}
+    return {**row, "host": ""}, {"error.txt": str(exc).encode()}  # the worker's host is not known here
 
 
 def write_files(folder: Path, files: dict[str, bytes]) -> None:

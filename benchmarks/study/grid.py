@@ -25,6 +25,8 @@ DATASETS = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather")
 
 ROOT = Path(__file__).resolve().parents[2]
 GRIDS = ROOT / "benchmarks" / "grids"
+# Grids (by name) in GRIDS that another study's runner reads: their keys are not this runner's.
+OTHER_RUNNERS = {"physionet2012": "python -m benchmarks.physionet.run"}
 # the order cells run in: both attentions of one setting side by side, horizons outermost
 LOOP_ORDER = ("horizon", "dataset", "seed", "regime", "pos_encoding", "model", "attention")
 # What a grid may hold: a block names itself, gives the axes and may override settings; defaults
@@ -32,6 +34,11 @@ LOOP_ORDER = ("horizon", "dataset", "seed", "regime", "pos_encoding", "model", "
 GRID_KEYS = ("name", "out", "defaults", "blocks")
 BLOCK_KEYS = ("name", *LOOP_ORDER, "overrides")
 SETTINGS = (*REQUIRED, *OPTIONAL)
+
+
+def study_grids() -> list[Path]:
+    """The grids in GRIDS that this runner reads (its ``--profile`` choices)."""
+    return sorted(p for p in GRIDS.glob("*.yaml") if p.stem not in OTHER_RUNNERS)
 
 
 def published_settings(model: str, dataset: str) -> dict:
@@ -83,6 +90,8 @@ def check_keys(grid: dict) -> None:
     ``limit_train_batch`` (or an unsupported ``weight_decay``) would silently run something else."""
     if not isinstance(grid, dict) or not isinstance(grid.get("blocks"), list):
         raise ValueError("a grid is a mapping with a list of 'blocks'")
+    if grid.get("name") in OTHER_RUNNERS:
+        raise ValueError(f"grid {grid['name']!r} belongs to another study: run it with {OTHER_RUNNERS[grid['name']]}")
     axis = {LOOP_ORDER: "is an axis: give it as a key of each block"}
     setting = {SETTINGS: "is a setting: put it under 'defaults' or a block's 'overrides'"}
     errors = [unknown_key(k, GRID_KEYS, "grid", setting) for k in grid if k not in GRID_KEYS]

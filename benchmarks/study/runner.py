@@ -31,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from benchmarks.study import report
 from benchmarks.study.cell import OPTIONAL, cell_id, run_cell
 from benchmarks.study.execute import CellFunction, serial
-from benchmarks.study.grid import GRIDS, ROOT, expand, warmup_warnings
+from benchmarks.study.grid import GRIDS, ROOT, expand, study_grids, warmup_warnings
 from benchmarks.study.lock import run_lock
 from benchmarks.study.ray_executor import RayOptions, require_ray, run_cells
 from benchmarks.study.results import append, conflicts, recorded
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None, cell_fn: CellFunction | None = None) -> 
     """The command line; ``cell_fn`` replaces the study's cell (``cell.run_cell``) for another study."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.run", description="Run a grid of study cells (resumable).")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--profile", choices=sorted(f.stem for f in GRIDS.glob("*.yaml")),
+    src.add_argument("--profile", choices=[f.stem for f in study_grids()],
                      help="a grid in benchmarks/grids/")
     src.add_argument("--grid", type=Path, help="a grid YAML file")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: the grid's 'out')")

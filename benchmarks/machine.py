@@ -1,4 +1,5 @@
-"""What a CPU timing ran on, recorded beside it: figures from different machines do not compare."""
+"""What a measurement ran on and the command that ran it, recorded beside it: figures from different
+machines do not compare, and a figure is only as good as the command that reproduces it."""
 
 from __future__ import annotations
 
@@ -20,3 +21,9 @@ def cpu_name() -> str:
 
 def cpu_facts() -> dict:
     return {"cpu": cpu_name(), "cores": os.cpu_count(), "machine": platform.machine()}
+
+
+def command(module: str, args: list[str]) -> str:
+    """``python -m <module> <args>``: how a benchmark module run with ``python -m`` is recorded (its
+    ``sys.argv[0]`` is the file's absolute path, which names this checkout, not the command)."""
+    return " ".join(["python -m", module, *args])

@@ -14,7 +14,7 @@ one-column shift is a product with a 0/1 matrix: each entry has one nonzero term
 once the left partial is rounded to the input dtype (one rounding more than a float32 add; the
 sum is rounded for the next product anyway, as in FlashAttention). It keeps one float32
 accumulator each for dK and dV instead of a left and a right one (four BLOCK_N x D accumulators
-spill registers at BLOCK_N = 64, D = 64 on sm_90: benchmarks/register_report.py) and trades two
+spill registers at BLOCK_N = 64, D = 64 on sm_90: benchmarks/speed/register_report.py) and trades two
 BLOCK_N x BLOCK_M x D products for two BLOCK_M x BLOCK_N x BLOCK_N ones. ``tl.gather`` along the
 key axis would shift without a product or the rounding, but in the forward it cost more than the
 products it saved (continuous_fwd.py). Neighbour scores and values come from K and V loaded twice,
@@ -24,9 +24,9 @@ dQ has two implementations (``TS_CONTINUUM_DQ``): ``pass`` (default), the separa
 evaluates the segment moments a second time; and ``atomic``, which adds each tile's dQ share from
 the dK/dV pass into a float32 buffer with atomics, as FlashAttention-2 does, so the moments are
 evaluated once in the backward. ``atomic`` needs about 35 % fewer backward instructions per score
-element at D = 64 (benchmarks/sass_report.py) but its sums depend on scheduling (not bitwise
+element at D = 64 (benchmarks/speed/sass_report.py) but its sums depend on scheduling (not bitwise
 reproducible), and its
-speed against ``pass`` is for a GPU to decide (benchmarks/kernel_bench.py times both).
+speed against ``pass`` is for a GPU to decide (benchmarks/speed/kernel_bench.py times both).
 """
 
 from __future__ import annotations

@@ -81,11 +81,11 @@ def block_ranges(last, FIRST, BLOCK_N: tl.constexpr):
     a query block takes into masked blocks [1, interior_start), interior blocks [interior_start,
     interior_end) and masked blocks [interior_end, stop). Interior: every row integrates over every
     segment of the block, so it needs no masks (15 % fewer instructions per element:
-    benchmarks/sass_report.py). Rows beyond T have last = 0, so partial row blocks have none.
+    benchmarks/speed/sass_report.py). Rows beyond T have last = 0, so partial row blocks have none.
 
     Why three loops rather than one loop that branches per block: Triton software-pipelines only
     straight-line loop bodies (cp.async prefetch of the next K/V tiles) reliably; with a branch in
-    the body, Triton 3.6 (the H200 image's) compiled plain loads (benchmarks/sass_report.py: LDG
+    the body, Triton 3.6 (the H200 image's) compiled plain loads (benchmarks/speed/sass_report.py: LDG
     instead of LDGSTS). Triton 3.9 pipelined both forms; the three loops also cost it 5
     instructions per element fewer at D = 64."""
     stop = tl.max(last, 0) + 1

@@ -23,7 +23,7 @@ FAST_RECIPROCAL = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1")
 def exp(x):
     """e^x as exp2: one MUFU.EX2 (ex2.approx.ftz) after the multiply by log2(e). ``tl.exp`` does
     the same multiply but compiles to ex2.approx without ftz, whose denormal fix-up makes it 5
-    instructions on sm_90 (benchmarks/sass_report.py); this kernel is bound by instruction issue,
+    instructions on sm_90 (benchmarks/speed/sass_report.py); this kernel is bound by instruction issue,
     and results below 2^-126 flushed to 0 change nothing."""
     return tl.exp2(x * LOG2E)
 
@@ -45,7 +45,7 @@ def reciprocal(x):
 # instead of piling it up at u = -1: degree 5 reaches float32 round-off (largest relative error over
 # the moments 1e-6, as the 10-term Taylor series), degree 4 2e-6 for half-precision inputs (SHORT; the
 # 7-term Taylor series it replaces: 2e-5), far under their rounding (fp16: 5e-4). 4 (2) fused
-# multiply-adds fewer per score element in each kernel (benchmarks/sass_report.py).
+# multiply-adds fewer per score element in each kernel (benchmarks/speed/sass_report.py).
 # tests/test_kernel_moments.py recomputes the coefficients and checks every moment's error.
 @triton.jit
 def _phi2_series(u, SHORT: tl.constexpr):
@@ -130,7 +130,7 @@ def segment_shape(x, y, log2_len, scale):
 
     Why base 2 and unscaled: top is one FFMA on the products, and each weight's exponential
     2^(top - m) is one subtraction and one MUFU.EX2, 3 instructions per score element fewer than
-    scaling both products and computing e^x as 2^(x · log2 e) (benchmarks/sass_report.py). The
+    scaling both products and computing e^x as 2^(x · log2 e) (benchmarks/speed/sass_report.py). The
     running maximum and the saved LSE are therefore in log2 units. Folding log Δ into the maximum
     keeps every weight Δ e^{max - m} φ in (0, 1] whatever the segment lengths, so half-precision
     casts of the weights cannot overflow.

@@ -31,7 +31,7 @@ Blocks = tuple[int, int, int, int]  # BLOCK_M, BLOCK_N, num_warps, num_stages
 
 # Candidates picked without a GPU, from ptxas register reports for sm_90 (bfloat16): configs that
 # compile without (or with few) register spills; the autotuner chooses among them on the GPU.
-# benchmarks/sass_report.py --all-candidates also showed some configs (8 warps on too few rows of
+# benchmarks/speed/sass_report.py --all-candidates also showed some configs (8 warps on too few rows of
 # the score tile, e.g. 64 x 32 at head dim 128) computing every score element in two threads,
 # twice the per-element arithmetic that bounds this kernel; those were replaced and a test
 # (tests/test_sass_report.py) keeps them out.

@@ -12,8 +12,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchmarks import run
-from benchmarks.paired_comparison import paired_stats
+from benchmarks.paired_stats import paired_stats
+from benchmarks.study import runner
+from benchmarks.study.cell import cell_id
+from benchmarks.study.grid import GRIDS, OTHER_RUNNERS, SETTINGS, expand, study_grids, warmup_warnings
+from benchmarks.study.results import RESULT_FIELDS, append, conflicts, recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,8 +51,8 @@ def rows(out: Path) -> list[dict]:
 
 def test_profiles_expand_with_published_settings():
     grid = yaml.safe_load((ROOT / "benchmarks/grids/full.yaml").read_text())
-    cells = run.expand(grid)
-    assert len({run.cell_id(c) for c in cells}) == len(cells)
+    cells = expand(grid)
+    assert len({cell_id(c) for c in cells}) == len(cells)
     etth1 = next(c for c in cells if c["dataset"] == "ETTh1" and c["model"] == "patchtst")
     assert etth1["model_args"]["d_model"] == 16 and etth1["lookback"] == 336 and etth1["lr"] == 1e-4
     ettm1 = next(c for c in cells if c["dataset"] == "ETTm1" and c["model"] == "patchtst")
@@ -57,23 +60,23 @@ def test_profiles_expand_with_published_settings():
     # both attentions of a setting run side by side
     assert [c["attention"] for c in cells[:2]] == ["softmax", "continuous"]
     for profile in ("quick", "cpu", "study", "gpu_replicate", "gpu_next"):
-        assert run.expand(yaml.safe_load((ROOT / f"benchmarks/grids/{profile}.yaml").read_text()))
+        assert expand(yaml.safe_load((ROOT / f"benchmarks/grids/{profile}.yaml").read_text()))
 
 
 def test_grid_without_settings_is_a_clear_error(tmp_path):
     grid = {"blocks": [{"name": "x", "model": "patchtst", "attention": "softmax", "pos_encoding": "learned",
                         "dataset": "my.csv", "horizon": 6, "regime": "regular", "seed": 0}]}
     with pytest.raises(ValueError, match="lacks"):
-        run.expand(grid)
+        expand(grid)
 
 
 @pytest.mark.slow
 def test_tiny_grid_runs_records_failures_resumes_and_reports(tiny_csv, tmp_path):
     grid = tiny_grid(tiny_csv, tmp_path)
     out = tmp_path / "out"
-    run.main(["--grid", str(grid), "--max-cells", "3"])
+    runner.main(["--grid", str(grid), "--max-cells", "3"])
     assert len(rows(out)) == 3
-    run.main(["--grid", str(grid)])
+    runner.main(["--grid", str(grid)])
     recorded = rows(out)
     assert len(recorded) == 13 and len({r["cell_id"] for r in recorded}) == 13, "resuming must not rerun cells"
     failed = [r for r in recorded if r["status"] == "failed"]
@@ -105,7 +108,7 @@ def test_paired_statistics():
 @pytest.mark.slow
 def test_quick_profile_on_etth1(tmp_path):
     out = tmp_path / "quick"
-    run.main(["--profile", "quick", "--out", str(out)])
+    runner.main(["--profile", "quick", "--out", str(out)])
     recorded = rows(out)
     assert [r["status"] for r in recorded] == ["ok"] * 4
     assert {r["attention"] for r in recorded} == {"softmax", "continuous"}
@@ -114,13 +117,13 @@ def test_quick_profile_on_etth1(tmp_path):
 
 
 def test_report_with_one_attention_only(tmp_path):
-    from benchmarks import report
+    from benchmarks.study import report
 
-    row = {k: "" for k in run.RESULT_FIELDS}
+    row = {k: "" for k in RESULT_FIELDS}
     row.update(model="patchtst", attention="softmax", pos_encoding="learned", dataset="ETTh1", horizon=96,
                regime="regular", seed=0, status="ok", test_mse=0.38, test_mae=0.4, epochs=3, train_s_per_epoch=40,
                threads=2, val_curve="[0.7, 0.69]", cell_id="a")
-    run.append(tmp_path / "results.csv", row)
+    append(tmp_path / "results.csv", row)
     text = report.write(tmp_path).read_text()
     assert "0.3800" in text and "Paired differences" not in text
     # the published MSE keeps its three digits, and only the figures drawn are named
@@ -131,16 +134,16 @@ def test_report_with_one_attention_only(tmp_path):
 
 def test_pooled_report_counts_each_folder_seed_as_a_pair(tmp_path):
     """Seed 0 on two machines is two pairs; training cost stays with each folder."""
-    from benchmarks import report
+    from benchmarks.study import report
 
     for folder, delta in (("cpu", 0.001), ("gpu", 0.003)):
         (tmp_path / folder).mkdir()
         for attention, mse in (("softmax", 0.38), ("continuous", 0.38 + delta)):
-            row = {k: "" for k in run.RESULT_FIELDS}
+            row = {k: "" for k in RESULT_FIELDS}
             row.update(model="patchtst", attention=attention, pos_encoding="learned", dataset="ETTh1", horizon=96,
                        regime="regular", seed=0, status="ok", test_mse=mse, test_mae=0.4, epochs=2,
                        train_s_per_epoch=40, threads=2, val_curve="[0.7, 0.69]", cell_id=f"{attention}-0")
-            run.append(tmp_path / folder / "results.csv", row)
+            append(tmp_path / folder / "results.csv", row)
     report.main(["--pool", str(tmp_path / "pooled"), str(tmp_path / "cpu"), str(tmp_path / "gpu")])
     text = (tmp_path / "pooled" / "summary.md").read_text()
     assert "| regular | 2 | +0.0020 [" in text, text
@@ -149,7 +152,7 @@ def test_pooled_report_counts_each_folder_seed_as_a_pair(tmp_path):
 
 
 def result_row(**kw) -> dict:
-    row = {k: "" for k in run.RESULT_FIELDS}
+    row = {k: "" for k in RESULT_FIELDS}
     row.update(model="patchtst", attention="softmax", pos_encoding="learned", dataset="ETTh1", horizon=96,
                regime="regular", seed=0, status="ok", test_mse=0.38, test_mae=0.4, epochs=2, train_s_per_epoch=40,
                threads=2, val_curve="[0.7, 0.69]")
@@ -159,11 +162,11 @@ def result_row(**kw) -> dict:
 
 def test_report_names_runs_left_out_of_the_pairs(tmp_path):
     """A run without its partner (or without a test metric) is counted and named, not dropped silently."""
-    from benchmarks import report
+    from benchmarks.study import report
 
     for seed, attention, extra in ((0, "softmax", {}), (0, "continuous", {"test_mse": 0.37}), (1, "softmax", {}),
                                    (2, "softmax", {}), (2, "continuous", {"test_mae": ""})):
-        run.append(tmp_path / "results.csv", result_row(seed=seed, attention=attention,
+        append(tmp_path / "results.csv", result_row(seed=seed, attention=attention,
                                                         cell_id=f"{attention}-{seed}", **extra))
     text = report.write(tmp_path).read_text()
     assert "5 finished cells, 0 failed, 3 without their partner (listed at the end)" in text, text
@@ -175,22 +178,22 @@ def test_report_names_runs_left_out_of_the_pairs(tmp_path):
 
 def test_pooled_report_names_a_run_whose_partner_is_in_another_folder_only(tmp_path):
     """Cell ids repeat across pooled folders: a partner there must not hide an unpaired run here."""
-    from benchmarks import report
+    from benchmarks.study import report
 
     for folder, attentions in (("cpu", ("softmax", "continuous")), ("gpu", ("softmax",))):
         (tmp_path / folder).mkdir()
         for attention in attentions:
-            run.append(tmp_path / folder / "results.csv", result_row(attention=attention, cell_id=f"{attention}-0"))
+            append(tmp_path / folder / "results.csv", result_row(attention=attention, cell_id=f"{attention}-0"))
     report.main(["--pool", str(tmp_path / "pooled"), str(tmp_path / "cpu"), str(tmp_path / "gpu")])
     text = (tmp_path / "pooled" / "summary.md").read_text()
     assert "3 finished cells, 0 failed, 1 without their partner" in text and "- gpu:softmax-0" in text, text
 
 
 def test_report_refuses_runs_it_would_average_into_one_pair(tmp_path, capsys):
-    from benchmarks import report
+    from benchmarks.study import report
 
     for cell, attention, mse in (("a", "softmax", 0.38), ("b", "softmax", 0.40), ("c", "continuous", 0.39)):
-        run.append(tmp_path / "results.csv", result_row(attention=attention, test_mse=mse, cell_id=cell))
+        append(tmp_path / "results.csv", result_row(attention=attention, test_mse=mse, cell_id=cell))
     with pytest.raises(SystemExit):
         report.main([str(tmp_path)])
     err = capsys.readouterr().err
@@ -198,7 +201,7 @@ def test_report_refuses_runs_it_would_average_into_one_pair(tmp_path, capsys):
     for name in ("one", "two"):
         (tmp_path / name / "study").mkdir(parents=True)
         for cell, attention in (("s", "softmax"), ("c", "continuous")):
-            run.append(tmp_path / name / "study" / "results.csv", result_row(attention=attention, cell_id=cell))
+            append(tmp_path / name / "study" / "results.csv", result_row(attention=attention, cell_id=cell))
     with pytest.raises(SystemExit):
         report.main(["--pool", str(tmp_path / "pooled"), str(tmp_path / "one" / "study"),
                      str(tmp_path / "two" / "study")])
@@ -206,15 +209,15 @@ def test_report_refuses_runs_it_would_average_into_one_pair(tmp_path, capsys):
 
 
 def test_a_failure_fixed_by_a_retry_is_not_reported_as_failed(tmp_path):
-    from benchmarks import report
+    from benchmarks.study import report
 
     attempts = (("a", "failed", "OOM"), ("a", "ok", ""), ("b", "failed", "first"), ("b", "failed", "second"))
     for cell, status, error in attempts:
-        row = {k: "" for k in run.RESULT_FIELDS}
+        row = {k: "" for k in RESULT_FIELDS}
         row.update(model="patchtst", attention="softmax", pos_encoding="learned", dataset="ETTh1", horizon=96,
                    regime="regular", seed=0, status=status, test_mse=0.38 if status == "ok" else "", test_mae=0.4,
                    epochs=2, train_s_per_epoch=40, threads=2, val_curve="[0.7, 0.69]", cell_id=cell, error=error)
-        run.append(tmp_path / "results.csv", row)
+        append(tmp_path / "results.csv", row)
     failed = report.load_failed(tmp_path)
     assert failed["cell_id"].tolist() == ["b"] and failed["error"].tolist() == ["second"]
     text = report.write(tmp_path).read_text()
@@ -224,25 +227,25 @@ def test_a_failure_fixed_by_a_retry_is_not_reported_as_failed(tmp_path):
 def test_results_written_before_a_new_column_keep_every_row(tmp_path):
     """results.csv from an older runner (fewer columns) is extended, not mixed up or lost."""
     path = tmp_path / "results.csv"
-    old_fields = run.RESULT_FIELDS[:-1]
+    old_fields = RESULT_FIELDS[:-1]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=old_fields)
         writer.writeheader()
         writer.writerow({k: f"old-{k}" for k in old_fields})
-    run.append(path, {k: f"new-{k}" for k in run.RESULT_FIELDS})
+    append(path, {k: f"new-{k}" for k in RESULT_FIELDS})
     old, new = rows(tmp_path)
-    assert old == {**{k: f"old-{k}" for k in old_fields}, run.RESULT_FIELDS[-1]: ""}
-    assert new == {k: f"new-{k}" for k in run.RESULT_FIELDS}
+    assert old == {**{k: f"old-{k}" for k in old_fields}, RESULT_FIELDS[-1]: ""}
+    assert new == {k: f"new-{k}" for k in RESULT_FIELDS}
     assert list(tmp_path.iterdir()) == [path]
 
     path.write_text("cell_id,status,something_else\n1,ok,x\n")
     with pytest.raises(ValueError, match="new folder"):
-        run.append(path, {k: "" for k in run.RESULT_FIELDS})
+        append(path, {k: "" for k in RESULT_FIELDS})
     assert path.read_text() == "cell_id,status,something_else\n1,ok,x\n"
 
 
 def test_train_cost_configs_name_the_yaml_files_or_fail_clearly():
-    from benchmarks.train_cost import config_path
+    from benchmarks.speed.train_cost import config_path
 
     assert config_path("patchtst/ETTm1").name == "ETTm1.yaml"
     assert yaml.safe_load(config_path("encoder/weather").read_text())["data"]["dataset"] == "weather"
@@ -252,7 +255,7 @@ def test_train_cost_configs_name_the_yaml_files_or_fail_clearly():
 
 
 def test_early_training_table_pairs_curves_per_regime_and_per_horizon():
-    from benchmarks import report_tables
+    from benchmarks.study import report_tables
 
     rows = []
     for horizon, regime, seed, soft, cont in ((96, "regular", 0, [0.70, 0.60], [0.68, 0.61]),
@@ -276,7 +279,7 @@ def test_early_training_table_pairs_curves_per_regime_and_per_horizon():
 
 
 def test_curve_agreement_is_relative_to_softmax_at_the_same_epoch():
-    from benchmarks import report_tables
+    from benchmarks.study import report_tables
 
     rows = []
     for seed, soft, cont in ((0, [0.50, 0.40], [0.51, 0.40]),   # 2 %, 0 %
@@ -299,7 +302,7 @@ def test_curve_agreement_is_relative_to_softmax_at_the_same_epoch():
 
 
 def test_lead_persistence_compares_epoch_three_with_the_kept_checkpoint():
-    from benchmarks import report_tables
+    from benchmarks.study import report_tables
 
     rows = []
     for dataset, seed, soft, cont in (("ETTh1", 0, ([0.5, 0.45, 0.40, 0.38], 0.38), ([0.5, 0.45, 0.36, 0.40], 0.40)),
@@ -317,7 +320,7 @@ def test_lead_persistence_compares_epoch_three_with_the_kept_checkpoint():
 
 
 def test_report_cli_names_a_folder_without_results(tmp_path, capsys):
-    from benchmarks import report
+    from benchmarks.study import report
 
     with pytest.raises(SystemExit):
         report.main([str(tmp_path / "nowhere")])
@@ -332,7 +335,7 @@ def test_report_cli_names_a_folder_without_results(tmp_path, capsys):
 
 
 def test_horizon_span_table_pools_per_model_up_to_336_and_over_all():
-    from benchmarks import report_tables
+    from benchmarks.study import report_tables
 
     p = pd.DataFrame(dict(model=["patchtst"] * 3, horizon=[96, 336, 720],
                           test_mse_softmax=[0.40, 0.50, 0.50], d_test_mse=[-0.004, 0.010, 0.050]))
@@ -355,13 +358,13 @@ def test_horizon_span_table_pools_per_model_up_to_336_and_over_all():
 def test_pools_per_kind_of_input_and_best_validation_pairs(tmp_path):
     """Regular, irregular (drop*) and interpolated (*-interp) pairs pool apart; best validation MSE
     is paired per model and horizon."""
-    from benchmarks import report
+    from benchmarks.study import report
 
     deltas = {"regular": -0.002, "drop30": 0.004, "drop60": 0.006, "drop60-interp": 0.010}
     for seed in (0, 1):
         for regime, delta in deltas.items():
             for attention, d in (("softmax", 0.0), ("continuous", delta + seed * 0.001)):
-                run.append(tmp_path / "results.csv", result_row(
+                append(tmp_path / "results.csv", result_row(
                     regime=regime, seed=seed, attention=attention, test_mse=0.4 + d, best_val_mse=0.7 + 2 * d,
                     cell_id=f"{regime}-{attention}-{seed}"))
     text = report.write(tmp_path).read_text()
@@ -373,17 +376,17 @@ def test_pools_per_kind_of_input_and_best_validation_pairs(tmp_path):
 
 
 def test_sign_test_and_hodges_lehmann_against_hand_values():
-    from benchmarks import paired_comparison
+    from benchmarks.paired_stats import hodges_lehmann, sign_test_p
 
     d = np.array([-3.0, -1.0, 2.0, 4.0, 0.0])
     # Walsh averages of the 5 values (15 of them) have median 0.5; the sign test drops the tie: 2 of 4
-    assert paired_comparison.hodges_lehmann(d) == 0.5
-    assert paired_comparison.sign_test_p(d) == 1.0
-    assert paired_comparison.sign_test_p(np.full(10, -1.0)) == pytest.approx(2 / 2**10)
+    assert hodges_lehmann(d) == 0.5
+    assert sign_test_p(d) == 1.0
+    assert sign_test_p(np.full(10, -1.0)) == pytest.approx(2 / 2**10)
 
 
 def test_interpolation_table_pairs_by_seed_and_attention_and_reports_the_share_recovered():
-    from benchmarks import report_tables
+    from benchmarks.study import report_tables
 
     rows = []
     for regime, seed, soft, cont in (("regular", 0, 0.40, 0.40), ("regular", 1, 0.40, 0.40),
@@ -404,7 +407,7 @@ def test_interpolation_table_pairs_by_seed_and_attention_and_reports_the_share_r
 
 
 def test_sampling_table_groups_pairs_by_sampling_step_and_pools_the_finer_ones():
-    from benchmarks import report_tables
+    from benchmarks.study import report_tables
 
     p = pd.DataFrame(dict(model="patchtst", horizon=96, dataset=["ETTh1", "ETTm1", "ETTm2", "weather", "weather"],
                           test_mse_softmax=0.3, d_test_mse=[0.001, -0.002, -0.001, 0.003, 0.002]))
@@ -424,7 +427,7 @@ def test_sampling_table_groups_pairs_by_sampling_step_and_pools_the_finer_ones()
 
 
 def test_block_table_answers_each_block_of_the_grid_in_grid_order():
-    from benchmarks import report_tables
+    from benchmarks.study import report_tables
 
     rows = []
     # (block, seed, regime, softmax (test_mse, curve), continuous (test_mse, curve)); a curve of None: not recorded
@@ -450,24 +453,24 @@ def test_block_table_answers_each_block_of_the_grid_in_grid_order():
 def test_report_names_blocks_as_the_folders_grid_does_now(tmp_path):
     """A block renamed after its cells ran is reported under its current name; a cell the grid no
     longer holds keeps the name it ran under."""
-    from benchmarks import report
+    from benchmarks.study import report
 
     grid = {"name": "g", "out": str(tmp_path), "blocks": [
         {"name": "renamed", "model": "patchtst", "attention": ["softmax", "continuous"], "pos_encoding": "learned",
          "dataset": "ETTh1", "horizon": 96, "regime": "regular", "seed": [0]}]}
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(grid))
-    ids = [run.cell_id(c) for c in run.expand(grid)]
+    ids = [cell_id(c) for c in expand(grid)]
     for cid, attention in ((ids[0], "softmax"), (ids[1], "continuous"), ("gone", "softmax")):
-        row = {k: "" for k in run.RESULT_FIELDS}
+        row = {k: "" for k in RESULT_FIELDS}
         row.update(model="patchtst", attention=attention, pos_encoding="learned", dataset="ETTh1", horizon=96,
                    regime="regular", seed=0, status="ok", test_mse=0.38, cell_id=cid, block="old-name")
-        run.append(tmp_path / "results.csv", row)
+        append(tmp_path / "results.csv", row)
     assert report.load(tmp_path)["block"].tolist() == ["renamed", "renamed", "old-name"]
 
 
 def test_warmup_warning_names_cells_whose_patience_ends_inside_onecycle_warmup():
     base = dict(block="probe", dataset="ETTm2", lr_schedule="onecycle", pct_start=0.4, max_epochs=8)
-    lines = run.warmup_warnings([dict(base, patience=2), dict(base, patience=2, seed=1),  # one line for both
+    lines = warmup_warnings([dict(base, patience=2), dict(base, patience=2, seed=1),  # one line for both
                                  dict(base, patience=8, dataset="ETTm1"),                 # runs the schedule through
                                  dict(base, patience=2, max_epochs=3, dataset="weather"),  # warm-up 1.2 epochs
                                  dict(base, patience=1, lr_schedule="type3", dataset="ETTh1")])
@@ -501,36 +504,61 @@ def fake_cells(monkeypatch):
             raise RuntimeError("out of memory")
         return {"test_mse": 0.5, "wall_s": 0.0, "val_curve": "[0.5]", "test_curve": "[0.5]"}
 
-    monkeypatch.setattr(run, "run_cell", run_cell)
-    monkeypatch.setattr(run.report, "write", lambda out: None)
+    monkeypatch.setattr(runner, "run_cell", run_cell)
+    monkeypatch.setattr(runner.report, "write", lambda out: None)
+
+
+def test_the_ray_executor_without_ray_says_how_to_install_it(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as where Ray is not installed
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match=r"--executor ray needs Ray.*pip install -e \"\.\[cluster\]\""):
+        runner.main(["--profile", "quick", "--out", str(out), "--executor", "ray"])
+    assert not out.exists(), "refused before anything was written"
+
+
+def test_ray_options_need_the_ray_executor_and_sensible_values(tmp_path, capsys):
+    for args, message in ((["--address", "head:6379"], "--address apply to --executor ray only"),
+                          (["--gpus-per-cell", "1", "--cpus-per-cell", "2"],
+                           "--cpus-per-cell, --gpus-per-cell apply to --executor ray only"),
+                          (["--executor", "ray", "--cpus-per-cell", "0"],
+                           "--cpus-per-cell: must be a positive number of CPUs, not '0'"),
+                          (["--executor", "ray", "--gpus-per-cell", "-1"],
+                           "--gpus-per-cell: must be 0 or a positive number of GPUs, not '-1'"),
+                          (["--executor", "dask"], "invalid choice: 'dask'")):
+        with pytest.raises(SystemExit):
+            runner.main(["--profile", "quick", "--out", str(tmp_path / "out"), *args])
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_counts_say_what_is_recorded_what_runs_and_what_max_cells_leaves(tmp_path, capsys, fake_cells):
     out = str(tmp_path / "out")
-    run.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", "1"])
+    runner.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", "1"])
     expected = "quick.yaml: 4 cells, 0 already recorded, 1 to run, 3 left for later (--max-cells 1) ->"
     assert expected in capsys.readouterr().out
-    run.main(["--profile", "quick", "--out", out, "--max-cells", "1"])
+    runner.main(["--profile", "quick", "--out", out, "--max-cells", "1"])
     capsys.readouterr()
-    run.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", "2"])
+    runner.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", "2"])
     assert "4 cells, 1 already recorded, 2 to run, 1 left for later (--max-cells 2) ->" in capsys.readouterr().out
-    run.main(["--profile", "quick", "--out", out, "--dry-run"])
+    runner.main(["--profile", "quick", "--out", out, "--dry-run"])
     assert "4 cells, 1 already recorded, 3 to run ->" in capsys.readouterr().out
     for bad in ("0", "-1", "two"):
         with pytest.raises(SystemExit):
-            run.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", bad])
+            runner.main(["--profile", "quick", "--out", out, "--dry-run", "--max-cells", bad])
         assert f"--max-cells: must be a positive whole number of cells, not '{bad}'" in capsys.readouterr().err
 
 
 def test_a_recorded_cell_is_not_reused_for_other_settings(tmp_path, capsys, fake_cells):
     """The 2-epoch quick result must not stand for a 50-epoch run, nor its grid.yaml be replaced."""
     out = tmp_path / "out"
-    run.main(["--profile", "quick", "--out", str(out), "--max-cells", "3"])  # 2 finished, 1 failed (drop60)
+    runner.main(["--profile", "quick", "--out", str(out), "--max-cells", "3"])  # 2 finished, 1 failed (drop60)
     saved = {name: (out / name).read_bytes() for name in ("grid.yaml", "results.csv")}
     longer = quick_grid(tmp_path, max_epochs=50)
     for dry in (["--dry-run"], []):
         with pytest.raises(SystemExit) as exc:
-            run.main(["--grid", str(longer), "--out", str(out), *dry])
+            runner.main(["--grid", str(longer), "--out", str(out), *dry])
         message = str(exc.value)
         assert "patchtst_softmax_learned_ETTh1_96_regular_0 (finished): max_epochs 2 recorded, 50 now" in message
         assert "patchtst_softmax_learned_ETTh1_96_drop60_0 (recorded as failed): max_epochs 2 recorded" in message
@@ -538,14 +566,14 @@ def test_a_recorded_cell_is_not_reused_for_other_settings(tmp_path, capsys, fake
         assert {name: (out / name).read_bytes() for name in saved} == saved, "nothing overwritten"
     # 1 and 1.0 are one batch and every batch to Lightning: a changed type is a changed setting
     with pytest.raises(SystemExit, match="limit_val_batches 1 recorded, 1.0 now"):
-        run.main(["--grid", str(quick_grid(tmp_path, limit_val_batches=1.0)), "--out", str(out), "--dry-run"])
+        runner.main(["--grid", str(quick_grid(tmp_path, limit_val_batches=1.0)), "--out", str(out), "--dry-run"])
     # a grid that lacks finished cells would leave grid.yaml describing other results
     fewer = yaml.safe_load(longer.read_text())
     fewer["defaults"]["max_epochs"] = 2
     fewer["blocks"][0]["regime"] = ["drop60"]
     (tmp_path / "fewer.yaml").write_text(yaml.safe_dump(fewer))
     with pytest.raises(SystemExit, match="patchtst_softmax_learned_ETTh1_96_regular_0: recorded, but not in this grid"):
-        run.main(["--grid", str(tmp_path / "fewer.yaml"), "--out", str(out), "--dry-run"])
+        runner.main(["--grid", str(tmp_path / "fewer.yaml"), "--out", str(out), "--dry-run"])
     assert {name: (out / name).read_bytes() for name in saved} == saved
     capsys.readouterr()
     # the same grid resumes, and so does one that only renames the block and writes out a default
@@ -553,7 +581,7 @@ def test_a_recorded_cell_is_not_reused_for_other_settings(tmp_path, capsys, fake
     renamed["blocks"][0]["name"] = "renamed"
     renamed["defaults"]["accelerator"] = "cpu"
     (tmp_path / "renamed.yaml").write_text(yaml.safe_dump(renamed))
-    run.main(["--grid", str(tmp_path / "renamed.yaml"), "--out", str(out), "--dry-run"])
+    runner.main(["--grid", str(tmp_path / "renamed.yaml"), "--out", str(out), "--dry-run"])
     assert "4 cells, 3 already recorded, 1 to run" in capsys.readouterr().out
     # a failed cell given other settings is refused too, unless it is to be retried under them
     split = yaml.safe_load((ROOT / "benchmarks/grids/quick.yaml").read_text())
@@ -561,9 +589,9 @@ def test_a_recorded_cell_is_not_reused_for_other_settings(tmp_path, capsys, fake
     split["blocks"].append(dict(split["blocks"][0], name="dropped", regime="drop60", overrides={"max_epochs": 3}))
     (tmp_path / "split.yaml").write_text(yaml.safe_dump(split))
     with pytest.raises(SystemExit, match=r"drop60_0 \(recorded as failed\): max_epochs 2 recorded, 3 now"):
-        run.main(["--grid", str(tmp_path / "split.yaml"), "--out", str(out), "--dry-run"])
+        runner.main(["--grid", str(tmp_path / "split.yaml"), "--out", str(out), "--dry-run"])
     capsys.readouterr()
-    run.main(["--grid", str(tmp_path / "split.yaml"), "--out", str(out), "--dry-run", "--retry-failed"])
+    runner.main(["--grid", str(tmp_path / "split.yaml"), "--out", str(out), "--dry-run", "--retry-failed"])
     assert "4 cells, 2 already recorded, 2 to run" in capsys.readouterr().out
 
 
@@ -577,13 +605,13 @@ def test_unknown_grid_keys_are_refused_with_a_suggestion(tmp_path, capsys):
              ({"seed": 3}, "defaults: 'seed' is an axis: give it as a key of each block")]
     for defaults, expected in cases:
         with pytest.raises(SystemExit) as exc:
-            run.main(["--grid", str(quick_grid(tmp_path, **defaults)), "--out", str(tmp_path / "out"), "--dry-run"])
+            runner.main(["--grid", str(quick_grid(tmp_path, **defaults)), "--out", str(tmp_path / "out"), "--dry-run"])
         assert expected in str(exc.value)
     grid = yaml.safe_load((ROOT / "benchmarks/grids/quick.yaml").read_text())
     grid["blocks"][0].update(overrides={"max_epoch": 3}, patience=1, horizons=[192])
     grid["default"] = {}
     with pytest.raises(ValueError) as exc:
-        run.expand(grid)
+        expand(grid)
     assert str(exc.value).splitlines() == [
         "grid: unknown key 'default', which the runner would ignore; did you mean 'defaults'?",
         "block 'quick': 'patience' is a setting: put it under the block's 'overrides'",
@@ -597,32 +625,43 @@ def test_run_cell_reads_exactly_the_settings_a_grid_may_give():
     import ast
     import inspect
 
-    from benchmarks import study_cell
+    from benchmarks.study import cell as study_cell
 
     tree = ast.parse(inspect.getsource(study_cell.run_cell))
     read = {node.slice.value for node in ast.walk(tree) if isinstance(node, ast.Subscript)
             and isinstance(node.value, ast.Name) and node.value.id == "cell" and isinstance(node.slice, ast.Constant)}
-    assert read == {*study_cell.KEY_FIELDS, *run.SETTINGS}
+    assert read == {*study_cell.KEY_FIELDS, *SETTINGS}
     assert "cell.get(" not in inspect.getsource(study_cell.run_cell), "a default belongs in OPTIONAL"
 
 
 def test_committed_grids_load_and_results_folders_resume_with_their_own_grid():
     """Every committed grid passes the key check, and no recorded config (some written by older code)
     conflicts with its folder's grid.yaml."""
-    for path in [*(ROOT / "benchmarks/grids").glob("*.yaml"), *(ROOT / "benchmarks/results").glob("*/grid.yaml")]:
-        cells = run.expand(yaml.safe_load(path.read_text()))
+    for path in [*study_grids(), *(ROOT / "benchmarks/results").glob("*/grid.yaml")]:
+        if yaml.safe_load(path.read_text()).get("name") in OTHER_RUNNERS:
+            continue  # another study's grid, checked by its own runner
+        cells = expand(yaml.safe_load(path.read_text()))
         assert cells, path
         results = path.parent / "results.csv"
         if results.exists():
-            done = run.recorded(results, retry_failed=False)
-            assert done and run.conflicts(cells, done) == [], path
+            done = recorded(results, retry_failed=False)
+            assert done and conflicts(cells, done) == [], path
+
+
+def test_another_studys_grid_is_refused_with_its_runner(capsys):
+    """The PhysioNet grid lies beside this runner's grids but is another runner's: its keys would be
+    reported as typos."""
+    assert "physionet2012" not in [p.stem for p in study_grids()]
+    with pytest.raises(SystemExit, match="grid 'physionet2012' belongs to another study: run it with python -m "
+                                         "benchmarks.physionet.run"):
+        runner.main(["--grid", str(GRIDS / "physionet2012.yaml"), "--dry-run"])
 
 
 def test_docstring_examples_name_grids_that_exist():
-    for grid in re.findall(r"--grid (\S+)", run.__doc__):
+    for grid in re.findall(r"--grid (\S+)", runner.__doc__):
         assert (ROOT / grid).exists(), grid
-    for profile in re.findall(r"--profile (\S+)", run.__doc__):
-        assert (run.GRIDS / f"{profile}.yaml").exists(), profile
+    for profile in re.findall(r"--profile (\S+)", runner.__doc__):
+        assert (GRIDS / f"{profile}.yaml").exists(), profile
 
 
 def test_runs_of_one_setting_pair_only_when_run_alike(tmp_path):
@@ -630,16 +669,16 @@ def test_runs_of_one_setting_pair_only_when_run_alike(tmp_path):
     run: its 'win' came from the extra epochs. Pairs now share the whole recorded config."""
     import json
 
-    from benchmarks import report
-    from benchmarks.paired_comparison import pairs, unpaired
+    from benchmarks.study import report
+    from benchmarks.study.paired_comparison import pairs, unpaired
 
     def config(attention, max_epochs, block):
         return json.dumps({"attention": attention, "block": block, "max_epochs": max_epochs, "lr": 0.001})
 
     for seed, soft, cont in ((0, 1, 3), (1, 1, 1)):  # seed 0: other budgets; seed 1: alike
-        run.append(tmp_path / "results.csv", result_row(seed=seed, attention="softmax", cell_id=f"s{seed}",
+        append(tmp_path / "results.csv", result_row(seed=seed, attention="softmax", cell_id=f"s{seed}",
                                                         config=config("softmax", soft, "first")))
-        run.append(tmp_path / "results.csv", result_row(seed=seed, attention="continuous", cell_id=f"c{seed}",
+        append(tmp_path / "results.csv", result_row(seed=seed, attention="continuous", cell_id=f"c{seed}",
                                                         test_mse=0.30, config=config("continuous", cont, "later")))
     df = report.load(tmp_path)
     assert pairs(df)["seed"].tolist() == [1] and unpaired(df) == ["c0", "s0"]
@@ -662,11 +701,11 @@ def test_a_block_repeating_a_cell_with_other_settings_is_refused():
                         "seed": 0, "overrides": {"max_epochs": 3}}]}
     with pytest.raises(ValueError, match=r"block 'longer' repeats cell .* of block 'first' with other settings: "
                                          r"max_epochs 3 \(block 'first': 1\).*another --out"):
-        run.expand(grid)
+        expand(grid)
     grid["blocks"][1]["overrides"] = {}
-    assert len(run.expand(grid)) == 2  # repeated alike: runs once
+    assert len(expand(grid)) == 2  # repeated alike: runs once
     grid["blocks"][1]["overrides"] = {"limit_train_batches": 1.0}  # the default, written out
-    assert len(run.expand(grid)) == 2
+    assert len(expand(grid)) == 2
 
 
 @pytest.mark.parametrize("axis,value,match", [
@@ -684,7 +723,7 @@ def test_misspelled_axis_values_are_refused_before_anything_runs(axis, value, ma
     grid = {"name": "g", "defaults": {"lr": 0.001, "max_epochs": 1, "patience": 1},
             "blocks": [{**block, axis: [block[axis], value] if axis == "attention" else value}]}
     with pytest.raises(ValueError, match=match):
-        run.expand(grid)
+        expand(grid)
 
 
 def test_one_runner_per_results_folder(tmp_path):
@@ -692,7 +731,7 @@ def test_one_runner_per_results_folder(tmp_path):
     import os
     import subprocess
 
-    from benchmarks.run_lock import LOCK, run_lock
+    from benchmarks.study.lock import LOCK, run_lock
 
     with run_lock(tmp_path):
         assert json.loads((tmp_path / LOCK).read_text())["pid"] == os.getpid()
@@ -713,7 +752,7 @@ def test_the_runner_lock_tells_a_reused_process_id_and_another_host_apart(tmp_pa
     import os
     import socket
 
-    from benchmarks.run_lock import LOCK, _start_time, run_lock
+    from benchmarks.study.lock import LOCK, _start_time, run_lock
 
     lock = tmp_path / LOCK
     if _start_time(os.getpid()) is not None:  # Linux: a live id with another start time is a reused id
@@ -737,10 +776,10 @@ def test_the_runner_lock_tells_a_reused_process_id_and_another_host_apart(tmp_pa
 
 
 def test_a_hand_edited_grid_that_no_longer_expands_leaves_the_recorded_block_names(tmp_path, capsys):
-    from benchmarks import report
+    from benchmarks.study import report
 
     for attention in ("softmax", "continuous"):
-        run.append(tmp_path / "results.csv", result_row(attention=attention, cell_id=attention, block="first"))
+        append(tmp_path / "results.csv", result_row(attention=attention, cell_id=attention, block="first"))
     (tmp_path / "grid.yaml").write_text("name: g\nblocks: [{name: b, limit_train_batch: 1}]\n")
     text = report.write(tmp_path).read_text()
     assert "| regular | 1 |" in text and "first" in text
@@ -751,8 +790,8 @@ def test_rows_record_the_code_and_libraries_they_ran_with():
     import lightning
     import torch
 
-    from benchmarks.provenance import software
+    from benchmarks.study.provenance import software
 
     text = software()
     assert text.startswith("commit ") and f"torch {torch.__version__}" in text
-    assert f"lightning {lightning.__version__}" in text and "software" in run.RESULT_FIELDS
+    assert f"lightning {lightning.__version__}" in text and "software" in RESULT_FIELDS

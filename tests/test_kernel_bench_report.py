@@ -5,13 +5,11 @@ The rows are synthetic (made-up timings in the benchmark's row format), not meas
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import kernel_bench  # noqa: E402
+from benchmarks.speed import kernel_bench
 
 
 def synthetic_rows():
@@ -30,7 +28,7 @@ def synthetic_rows():
 
 
 def test_markdown_and_plot_take_every_method(tmp_path):
-    env = dict(date="2026-11-30T00:00:00+00:00", device="synthetic", command="python kernel_bench.py")
+    env = dict(date="2026-11-30T00:00:00+00:00", device="synthetic", command="python -m benchmarks.speed.kernel_bench")
     rows = synthetic_rows()
     assert {r["method"] for r in rows} == set(kernel_bench.METHODS)
     kernel_bench.write_markdown(tmp_path / "k.md", env, rows)

@@ -2,7 +2,7 @@
 
 Without a GPU the kernel runs in the Triton interpreter (tests/conftest.py sets TRITON_INTERPRET),
 on small shapes whose lengths cross the interpreter's 16-wide blocks. On a GPU machine
-(TS_CONTINUUM_GPU_TESTS=1) the same tests run compiled on CUDA tensors; benchmarks/gpu_check.sh
+(TS_CONTINUUM_GPU_TESTS=1) the same tests run compiled on CUDA tensors; benchmarks/speed/gpu_check.sh
 runs the ``gpu`` tests: bfloat16, head dims 64/128, long sequences, the O(T) memory footprint.
 """
 
@@ -329,7 +329,7 @@ def test_triton_backend_on_cpu_without_the_interpreter_is_a_clear_error():
     assert "ValueError: backend='triton' is unavailable" in res.stdout and "TRITON_INTERPRET=1" in res.stdout
 
 
-# ---- GPU only (benchmarks/gpu_check.sh) ----
+# ---- GPU only (benchmarks/speed/gpu_check.sh) ----
 
 
 @gpu

@@ -1,4 +1,4 @@
-"""Static checks of the kernels' sm_90 machine code (benchmarks/sass_report.py), no GPU needed.
+"""Static checks of the kernels' sm_90 machine code (benchmarks/speed/sass_report.py), no GPU needed.
 
 The kernel is bound by its per-element arithmetic, so a block config whose layout has two threads
 compute every score element runs at about half speed; the autotuner would only notice on a GPU,
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(not (BIN / "ptxas").exists() or not (BIN / "cuob
 PROFILE = """
 import json, os
 from concurrent.futures import ProcessPoolExecutor
-import sass_report
+from benchmarks.speed import sass_report
 from ts_continuum.kernels import tuning
 
 if __name__ == "__main__":
@@ -45,7 +45,7 @@ if __name__ == "__main__":
 
 def test_no_autotune_candidate_replicates_the_per_element_work():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")])
+    env["PYTHONPATH"] = str(ROOT)
     done = subprocess.run([sys.executable, "-c", PROFILE], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.paired_comparison import paired_stats  # noqa: E402
+from benchmarks.paired_stats import paired_stats  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "benchmarks" / "results" / "physionet2012"

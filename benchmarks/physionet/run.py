@@ -25,8 +25,8 @@ import torch
 import yaml
 
 from benchmarks.physionet.cell import KEY_FIELDS, MODELS, SETTINGS, cell_id, run_cell
-from benchmarks.provenance import software
-from benchmarks.run_lock import run_lock
+from benchmarks.study.provenance import software
+from benchmarks.study.lock import run_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "benchmarks" / "grids" / "physionet2012.yaml"

@@ -14,7 +14,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from benchmarks.paired_comparison import paired_runs, paired_stats  # noqa: E402
+from benchmarks.paired_stats import paired_stats  # noqa: E402
+from benchmarks.study.paired_comparison import paired_runs  # noqa: E402
 
 
 def panel_grid(n: int) -> tuple[Figure, np.ndarray]:

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from benchmarks.paired_comparison import (SETTING, hodges_lehmann, paired_runs, paired_stats, pairs, sign_test_p,
-                                          with_recipe, with_test_curves)
+from benchmarks.paired_stats import hodges_lehmann, paired_stats, sign_test_p
+from benchmarks.study.paired_comparison import SETTING, paired_runs, pairs, with_recipe, with_test_curves
 from ts_continuum.data.bundled import FREQUENCIES
 
 # PatchTST/42 (ICLR 2023, Table 3; its test loader drops the last batch) and a rerun keeping every

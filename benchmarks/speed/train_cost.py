@@ -1,7 +1,7 @@
 """Training cost of continuous vs softmax attention, same models, same machine, same run.
 
-    python benchmarks/train_cost.py [--configs patchtst/ETTh1 encoder/ETTh1 patchtst/ETTm1 ...]
-                                    [--steps 12] [--threads 2] [--out benchmarks/results/train_cost]
+    python -m benchmarks.speed.train_cost [--configs patchtst/ETTh1 encoder/ETTh1 patchtst/ETTm1 ...]
+                                          [--steps 12] [--threads 2] [--out benchmarks/results/train_cost]
 
 For each configuration (configs/<model>/<dataset>.yaml: the published model size for that dataset,
 horizon 96), times training steps (forward, backward, Adam) of both attentions on real batches of
@@ -25,12 +25,9 @@ import yaml
 from ts_continuum.data import ForecastDataModule
 from ts_continuum.models import build_model
 
-try:
-    from benchmarks.machine import cpu_facts
-except ImportError:  # run as a script (python benchmarks/<name>.py): benchmarks/ is on the path
-    from machine import cpu_facts
+from benchmarks.machine import command, cpu_facts
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def config_path(spec: str) -> Path:
@@ -93,7 +90,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.splitlines()[0])
     p.add_argument("--configs", nargs="+", default=["patchtst/ETTh1", "encoder/ETTh1"],
                    help="model/dataset names of configs/ YAML files")
     p.add_argument("--steps", type=int, default=12)
@@ -122,7 +119,7 @@ def main() -> None:
         print(f"{spec} {regime}: softmax {rows[-2]['step_s']:.3f} s/step, continuous {rows[-1]['step_s']:.3f} s/step, "
               f"ratio {ratio:.2f} ({runs['softmax'][1]} steps per epoch)")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            **cpu_facts(), "command": " ".join(sys.argv)}
+            **cpu_facts(), "command": command(__spec__.name, sys.argv[1:])}
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,11 @@
 """Registers and spills of every autotune candidate, compiled for sm_90 on a machine without a GPU.
 
-    python benchmarks/register_report.py [--dtype bf16] [--head-dims 16 32 64 128] [--arch 90]
+    python -m benchmarks.speed.register_report [--dtype bf16] [--head-dims 16 32 64 128] [--arch 90]
 
 Compiles each kernel of ts_continuum.kernels for every candidate config of kernels/tuning.py with
 Triton's ahead-of-time path (no driver needed) and runs the bundled ptxas with -v. Spilling
 configs are slow on any GPU, so this is how the candidate lists were chosen before a GPU run;
-the timings themselves still need the GPU (benchmarks/kernel_bench.py). Uses Triton's
+the timings themselves still need the GPU (benchmarks/speed/kernel_bench.py). Uses Triton's
 ``ASTSource`` signature format of Triton 3.9 (checked there).
 """
 
@@ -95,7 +95,7 @@ def report(kernel: str, dtype: str, head_dim: int, blocks: tuning.Blocks, arch: 
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.splitlines()[0])
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--head-dims", type=int, nargs="+", default=sorted(tuning.QUERY_MAJOR))
     p.add_argument("--kernels", nargs="+", default=sorted(KERNELS), choices=sorted(KERNELS))

@@ -12,7 +12,7 @@ counts alike, and prints the load average: on a shared machine, two intra-op thr
 other processes for two cores can be several times slower than one thread (threads wait for each
 other), so both figures are reported.
 
-    python benchmarks/forecaster_predict_bench.py [--series 100] [--lookback 336] [--threads 1 2]
+    python -m benchmarks.speed.forecaster_predict_bench [--series 100] [--lookback 336] [--threads 1 2]
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def interleaved_medians(cases: dict, thread_counts: list[int], repeats: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.splitlines()[0])
     parser.add_argument("--series", type=int, default=100)
     parser.add_argument("--lookback", type=int, default=336)
     parser.add_argument("--horizon", type=int, default=96)

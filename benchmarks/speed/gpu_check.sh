@@ -2,7 +2,7 @@
 # GPU check of the Triton kernel: every kernel test (and the moments check) compiled on the GPU,
 # then the quick benchmark.
 #
-#   OUT=some/dir benchmarks/gpu_check.sh        (OUT defaults to ./gpu_out)
+#   OUT=some/dir benchmarks/speed/gpu_check.sh        (OUT defaults to ./gpu_out)
 #
 # Budget: under 6 minutes on one H200: the tests are cut at 150 s and the benchmark at 180 s.
 # Measured 2026-11-30 on a fresh H200: tests 49 s, benchmark 180 s (cut one shape short, by the
@@ -19,7 +19,7 @@ set -uo pipefail
 OUT=${OUT:-./gpu_out}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)  # relative to where the script was called from, not the repository
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 REPO=$(pwd)
 PY=${PYTHON:-python3}
 
@@ -55,7 +55,7 @@ fi
 echo "gpu tests: exit $tests_rc after $(( $(date +%s) - start ))s" | tee -a "$OUT/gpu_tests.log"
 
 start=$(date +%s)
-timeout 180 "$PY" benchmarks/kernel_bench.py "$OUT" --quick 2>&1 | tee "$OUT/bench.log"
+timeout 180 "$PY" -m benchmarks.speed.kernel_bench "$OUT" --quick 2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
 echo "benchmark: exit $bench_rc after $(( $(date +%s) - start ))s (124: cut at its time limit; the files hold what was measured)" | tee -a "$OUT/bench.log"
 

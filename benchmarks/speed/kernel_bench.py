@@ -1,6 +1,6 @@
 """GPU speed and memory of the continuous-attention kernel against SDPA-flash, measured in one run.
 
-    python benchmarks/kernel_bench.py OUT_DIR [--quick] [--dtype bf16]
+    python -m benchmarks.speed.kernel_bench OUT_DIR [--quick] [--dtype bf16]
 
 For each shape it times forward, backward and forward+backward of
   - ``kernel``: continuous_attention(backend="triton") (the public op, sink point included),
@@ -39,6 +39,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from benchmarks.machine import command
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 LONG_TOKENS = 16 * 16384  # B·H·T for the long-sequence shapes (FlashAttention papers: 16k tokens x 16 heads)
@@ -196,7 +198,7 @@ def environment(argv: list[str], dtype: str) -> dict:
         python=platform.python_version(),
         dtype=dtype,
         commit=git_commit(),
-        command="python " + " ".join(argv),
+        command=command(__spec__.name, argv[1:]),
     )
 
 
@@ -204,7 +206,7 @@ def git_commit() -> str:
     """The checkout's commit (with "+changes" when the tree differs), or "unknown" (e.g. a copy without .git)."""
     import subprocess
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -279,7 +281,7 @@ def write_plot(path: Path, env: dict, rows: list[dict]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.splitlines()[0])
     p.add_argument("out_dir", type=Path)
     p.add_argument("--quick", action="store_true",
                    help="fewer and smaller time-series shapes, shorter timing budgets, exact path timed fwd+bwd only")

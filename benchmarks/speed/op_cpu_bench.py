@@ -1,6 +1,6 @@
 """CPU speed of continuous attention against torch SDPA, measured in the same run.
 
-    python benchmarks/op_cpu_bench.py [--threads 2] [--repeats 5] [--out benchmarks/results/op_cpu]
+    python -m benchmarks.speed.op_cpu_bench [--threads 2] [--repeats 5] [--out benchmarks/results/op_cpu]
 
 Prints forward+backward time per call for SDPA, the continuous op with backend="torch" (eager)
 and backend="auto" (Inductor-compiled on CPU), their ratios to SDPA, and the one-off cost of the
@@ -23,10 +23,7 @@ import torch.nn.functional as F
 
 from ts_continuum import continuous_attention
 
-try:
-    from benchmarks.machine import cpu_facts
-except ImportError:  # run as a script (python benchmarks/<name>.py): benchmarks/ is on the path
-    from machine import cpu_facts
+from benchmarks.machine import command, cpu_facts
 
 # (B, H, T, D): PatchTST on ETTh1 (128 windows x 7 channels, 4 heads of 4, 42 patches); PatchTST
 # with 8-dim heads; a step-token encoder at lookback 336 with 64-dim heads.
@@ -82,7 +79,7 @@ def bench(shape, repeats: int) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--out", default=None, help="folder for op_cpu.json / .md / .png")
@@ -109,7 +106,7 @@ def main() -> None:
             f" {r['eager_ratio']:10.2f} {r['auto_ratio']:10.2f} {r['auto_first_call_s']:9.1f}"
         )
     if args.out:
-        write(Path(args.out), meta, rows, " ".join(sys.argv))
+        write(Path(args.out), meta, rows, command(__spec__.name, sys.argv[1:]))
 
 
 def _ratio(row: dict, name: str) -> str:

@@ -1,11 +1,10 @@
-"""Pairing continuous and softmax runs, and the statistics of their differences.
+"""Pairing the study's continuous and softmax runs.
 
 A pair is one run of each attention that agree on everything else (model, positions, dataset,
 horizon, regime, seed, and the rest of the recorded config: budget, sizes, learning rate); its
-difference is continuous - softmax. The report reads every paired
-figure from here: a mean with its 95 % t-interval, a paired t-test, a Wilcoxon signed-rank test,
-the sign test and the Hodges-Lehmann shift. ``ReportError`` is the report's refusal of runs it
-cannot pair honestly (two runs of one pair, two pooled folders of one name).
+difference is continuous - softmax, summarised by ``benchmarks/paired_stats.py``. ``ReportError``
+is the report's refusal of runs it cannot pair honestly (two runs of one pair, two pooled folders
+of one name).
 """
 
 from __future__ import annotations
@@ -13,9 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import numpy as np
 import pandas as pd
-from scipy import stats
 
 SETTING = ["model", "pos_encoding", "dataset", "horizon", "regime"]
 
@@ -38,7 +35,7 @@ def _recipe(config: object) -> str:
     must share, and what the seeds of one setting should. An optional setting left out counts as
     its default, as the runner reads it (a config recorded without limit_train_batches ran all
     batches, as one recorded with 1.0 did)."""
-    from benchmarks.study_cell import OPTIONAL  # imports Lightning: only once configs are read
+    from benchmarks.study.cell import OPTIONAL  # imports Lightning: only once configs are read
 
     try:
         cell = json.loads(config)
@@ -97,34 +94,7 @@ def unpaired(df: pd.DataFrame) -> list[str]:
 
 
 def with_test_curves(df: pd.DataFrame) -> pd.DataFrame:
-    """Runs that recorded their test MSE after every epoch (study_cell.TestCurve; later cells only)."""
+    """Runs that recorded their test MSE after every epoch (cell.TestCurve; later cells only)."""
     if "test_curve" not in df:
         return df.iloc[:0]
     return df[df["test_curve"].astype(str).str.startswith("[")]  # NaN reads "nan"
-
-
-def paired_stats(d: np.ndarray) -> dict:
-    """Count, mean, 95 % t-interval (lo, hi), paired t-test and Wilcoxon p-values (p_t, p_w) of the
-    differences ``d``; NaN where there are too few, or too uniform, differences to say."""
-    n = len(d)
-    mean = float(np.mean(d)) if n else float("nan")
-    if n < 2:
-        return {"n": n, "mean": mean, "lo": float("nan"), "hi": float("nan"), "p_t": float("nan"), "p_w": float("nan")}
-    half = stats.t.ppf(0.975, n - 1) * np.std(d, ddof=1) / np.sqrt(n)
-    p_t = float(stats.ttest_1samp(d, 0.0).pvalue) if np.std(d) > 0 else float("nan")
-    p_w = float(stats.wilcoxon(d).pvalue) if n >= 6 and np.any(d != 0) else float("nan")
-    return {"n": n, "mean": mean, "lo": mean - half, "hi": mean + half, "p_t": p_t, "p_w": p_w}
-
-
-def hodges_lehmann(d: np.ndarray) -> float:
-    """Median of the Walsh averages (d_i + d_j) / 2, i <= j: the shift the signed-rank test sees."""
-    d = np.asarray(d, dtype=float)
-    i, j = np.triu_indices(len(d))
-    return float(np.median((d[i] + d[j]) / 2)) if len(d) else float("nan")
-
-
-def sign_test_p(d: np.ndarray) -> float:
-    """Two-sided sign test on the nonzero differences (ties dropped)."""
-    d = np.asarray(d, dtype=float)
-    n = int(np.count_nonzero(d))
-    return float(stats.binomtest(int((d < 0).sum()), n, 0.5).pvalue) if n else float("nan")

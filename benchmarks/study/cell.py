@@ -21,6 +21,7 @@ from lightning.pytorch.loggers import CSVLogger
 from ts_continuum.data import ForecastDataModule
 from ts_continuum.models import build_model
 from ts_continuum.training import ForecastingModule
+from ts_continuum.training.learning_curve import LearningCurve
 
 # OneCycle's warm-up share when neither the config nor the grid gives one: the module's own default.
 PCT_START = inspect.signature(ForecastingModule.__init__).parameters["pct_start"].default
@@ -44,30 +45,6 @@ OPTIONAL = {"eval_batch_size": 256, "pct_start": PCT_START, "accelerator": "cpu"
 
 def cell_id(cell: dict) -> str:
     return "_".join(str(cell[k]) for k in KEY_FIELDS)
-
-
-class EpochClock(Callback):
-    """Wall time of each training epoch and the validation curve.
-
-    The time includes the epoch's validation pass: Lightning runs it before ``on_train_epoch_end``
-    (about a tenth of an epoch here: forward only, on a third as many windows) and, in cells with a
-    test curve (TestCurve, from 2026-11-30 on), a test pass of the same size. The results column
-    keeps its name, ``train_s_per_epoch``; training cost proper is measured by benchmarks/train_cost.py.
-    """
-
-    def __init__(self):
-        self.train_seconds: list[float] = []
-        self.val_mse: list[float] = []
-
-    def on_train_epoch_start(self, trainer, module):
-        self._t0 = time.perf_counter()
-
-    def on_train_epoch_end(self, trainer, module):
-        self.train_seconds.append(time.perf_counter() - self._t0)
-
-    def on_validation_epoch_end(self, trainer, module):
-        if not trainer.sanity_checking and "val_mse" in trainer.callback_metrics:
-            self.val_mse.append(float(trainer.callback_metrics["val_mse"]))
 
 
 class TestCurve(Callback):
@@ -113,7 +90,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     )
     module = ForecastingModule(model, lr=float(cell["lr"]), lr_schedule=cell["lr_schedule"],
                                pct_start=float(cell["pct_start"]))
-    clock = EpochClock()
+    curve = LearningCurve()
     test_curve = TestCurve(dm)
     # Its own folder, emptied first: a cell restarted after an interruption must not find (or be
     # warned about) the checkpoint of the run that was cut.
@@ -124,7 +101,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         accelerator=cell["accelerator"], max_epochs=int(cell["max_epochs"]),
         limit_train_batches=cell["limit_train_batches"],
         limit_val_batches=cell["limit_val_batches"],
-        callbacks=[clock, test_curve, ckpt,
+        callbacks=[curve, test_curve, ckpt,
                    EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"]))],
         logger=CSVLogger(out_dir, name="metrics", version=""), enable_progress_bar=False, enable_model_summary=False,
         num_sanity_val_steps=0, deterministic=False,
@@ -134,22 +111,27 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     fit_s = time.perf_counter() - t0
     test = trainer.test(module, dm, ckpt_path=ckpt.best_model_path, verbose=False)[0]
     wall = time.perf_counter() - t0
-    best_epoch = int(min(range(len(clock.val_mse)), key=clock.val_mse.__getitem__)) if clock.val_mse else -1
+    # An epoch's seconds include its validation pass (about a tenth of an epoch here: forward only, on a
+    # third as many windows) and, from 2026-11-30 on, the test curve's pass of the same size: the column
+    # keeps its name, train_s_per_epoch; training cost proper is measured by benchmarks/speed/train_cost.py.
+    seconds = [row["seconds"] for row in curve.rows]
+    val_mse = [row["val_mse"] for row in curve.rows if "val_mse" in row]
+    best_epoch = int(min(range(len(val_mse)), key=val_mse.__getitem__)) if val_mse else -1
     shutil.rmtree(ckpt_dir, ignore_errors=True)  # results are the numbers; keep the disk small
     return {
         "test_mse": test["test_mse"],
         "test_mae": test["test_mae"],
-        "best_val_mse": min(clock.val_mse) if clock.val_mse else float("nan"),
-        "epochs": len(clock.train_seconds),
+        "best_val_mse": min(val_mse) if val_mse else float("nan"),
+        "epochs": len(seconds),
         "best_epoch": best_epoch + 1,
-        "train_s_per_epoch": sum(clock.train_seconds[1:]) / max(1, len(clock.train_seconds) - 1)
-        if len(clock.train_seconds) > 1 else (clock.train_seconds[0] if clock.train_seconds else float("nan")),
-        "first_epoch_s": clock.train_seconds[0] if clock.train_seconds else float("nan"),
+        "train_s_per_epoch": sum(seconds[1:]) / (len(seconds) - 1) if len(seconds) > 1
+        else (seconds[0] if seconds else float("nan")),
+        "first_epoch_s": seconds[0] if seconds else float("nan"),
         "fit_s": fit_s,
         "wall_s": wall,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "threads": torch.get_num_threads(),
-        "val_curve": json.dumps([round(v, 5) for v in clock.val_mse]),
+        "val_curve": json.dumps([round(v, 5) for v in val_mse]),
         "test_curve": json.dumps([round(v, 5) for v in test_curve.test_mse]),
         "n_params": sum(p.numel() for p in model.parameters()),
     }

@@ -1,6 +1,6 @@
 """Instructions per score element in each kernel's main loop, from sm_90 machine code, without a GPU.
 
-    python benchmarks/sass_report.py [--dtype bf16] [--head-dims 64 128] [--out DIR]
+    python -m benchmarks.speed.sass_report [--dtype bf16] [--head-dims 64 128] [--out DIR]
 
 The kernel is bound by per-element arithmetic on the CUDA cores, not by its matrix products
 (benchmarks/results/2026-11-30-h200/README.md), so the instruction count of the inner loop is a
@@ -10,7 +10,7 @@ iteration of its main loops (the cheapest path: interior blocks; the dearest: ma
 counted by instruction class and divided by the score elements one thread handles per iteration.
 A proxy, not a timing: latency hiding, tensor-core overlap and memory traffic are invisible to it
 (the opcodes show whether the loads are software-pipelined: LDGSTS, cp.async, rather than LDG);
-GPU timings come from benchmarks/kernel_bench.py.
+GPU timings come from benchmarks/speed/kernel_bench.py.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from register_report import KERNELS, compile_kernel, ptxas, run_ptxas  # noqa: E402
+from benchmarks.machine import command
+from benchmarks.speed.register_report import KERNELS, compile_kernel, ptxas, run_ptxas
 
 # Instruction classes (SASS opcode before the first dot).
 CLASSES = {
@@ -178,7 +178,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.splitlines()[0])
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
     p.add_argument("--kernels", nargs="+", default=["forward", "dkdv", "dq", "dkdv+dq"], choices=sorted(KERNELS))
@@ -194,7 +194,7 @@ def main(argv: list[str]) -> int:
         import triton
 
         args.out.mkdir(parents=True, exist_ok=True)
-        meta = {"triton": triton.__version__, "command": " ".join(["python", *argv])}
+        meta = {"triton": triton.__version__, "command": command(__spec__.name, argv[1:])}
         (args.out / "sass_report.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
         (args.out / "sass_report.md").write_text(f"Triton {triton.__version__}, `{meta['command']}`\n\n" + table)
     return 0

@@ -53,7 +53,8 @@ def expand(grid: dict) -> list[dict]:
         axes = {k: block[k] if isinstance(block[k], list) else [block[k]] for k in KEY_FIELDS}
         bad_models = set(axes["model"]) - set(MODELS)
         if bad_models:
-            raise ValueError(f"block {block['name']!r}: unknown models {sorted(bad_models)}; known: {', '.join(MODELS)}")
+            raise ValueError(f"block {block['name']!r}: unknown models {sorted(bad_models)}; "
+                             f"known: {', '.join(MODELS)}")
         order = ("seed", "history_keep", "switch", "pos_encoding", "model", "attention")
         for values in itertools.product(*(axes[k] for k in order)):
             cell = {**settings, **dict(zip(order, values)), "block": block["name"]}

@@ -5,4 +5,5 @@ from .datamodule import ForecastDataModule
 from .physionet import PhysioNetDataModule
 from .windows import IrregularRegime, WindowDataset, split_rows
 
-__all__ = ["load_dataset", "ForecastDataModule", "PhysioNetDataModule", "IrregularRegime", "WindowDataset", "split_rows"]
+__all__ = ["load_dataset", "ForecastDataModule", "PhysioNetDataModule", "IrregularRegime", "WindowDataset",
+           "split_rows"]

@@ -15,7 +15,8 @@ class _HistoryStatistic(QueryModel):
         fallback = self.config.get("fallback")
         values = torch.zeros(self.n_variables) if fallback is None else torch.as_tensor(fallback, dtype=torch.float32)
         if values.shape != (self.n_variables,):
-            raise ValueError(f"fallback must hold one value per variable ({self.n_variables}), got {tuple(values.shape)}")
+            raise ValueError(f"fallback must hold one value per variable ({self.n_variables}), "
+                             f"got {tuple(values.shape)}")
         self.register_buffer("fallback", values)
 
     def statistic(self, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -60,7 +60,7 @@ class QueryModel(nn.Module):
             raise ValueError(f"times must have the shape of values {tuple(values.shape)}, got {tuple(times.shape)}")
         B, _, N = values.shape
         M = query_times.shape[-1]
-        for name, t, width in (("lengths", lengths, N), ("query_lengths", query_lengths, M)):
+        for name, t in (("lengths", lengths), ("query_lengths", query_lengths)):
             if not isinstance(t, torch.Tensor) or tuple(t.shape) != (B, C):
                 got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
                 raise ValueError(f"{name} must have shape (B, C) = ({B}, {C}), got {got}")

@@ -182,13 +182,13 @@ def test_simple_baselines_carry_the_last_value_or_the_mean_and_fall_back_where_u
 
 
 def test_grid_interpolation_is_linear_between_observations_and_constant_beyond():
-    from ts_continuum.models.grid_patchtst import interpolate_rows
+    from ts_continuum.models import GridPatchTST
 
-    times = torch.tensor([[-10.0, -4.0, -2.0, 0.0], [-6.0, 0.0, 0.0, 0.0]])
-    values = torch.tensor([[1.0, 4.0, 0.0, 9.0], [2.0, 0.0, 0.0, 0.0]])
-    at = torch.tensor([-12.0, -7.0, -3.0, -1.0])
-    out = interpolate_rows(times, values, torch.tensor([3, 1]), at)
-    torch.testing.assert_close(out, torch.tensor([[1.0, 2.5, 2.0, 0.0], [2.0, 2.0, 2.0, 2.0]]))
+    model = GridPatchTST(2, history=4.0, horizon=2.0, step=1.0, patch_len=2, stride=1, d_model=8, n_heads=2)
+    times = torch.tensor([[[-3.5, -1.0, 0.0], [-2.0, 9.0, 9.0]]])  # grid: -3.5, -2.5, -1.5, -0.5
+    values = torch.tensor([[[1.0, 4.0, 7.0], [2.0, 0.0, 0.0]]])
+    out = model.grid_history(values, times, torch.tensor([[2, 1]]))[0].T
+    torch.testing.assert_close(out, torch.tensor([[1.0, 2.2, 3.4, 4.0], [2.0, 2.0, 2.0, 2.0]]))
 
 
 @pytest.mark.parametrize("attention", ["softmax", "continuous"])

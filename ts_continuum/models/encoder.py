@@ -109,8 +109,6 @@ class EncoderTransformer(ForecastModel):
             tokens = self.embed(feats) + self.time_embedding(times)
             if self.pos_encoding == "learned":
                 tokens = tokens + self.pos[slot_index(lengths, L)]
-            times = torch.where(torch.arange(L, device=x.device) < lengths[:, None], times, times.amax(1, keepdim=True)
-                                + torch.arange(1, L + 1, device=x.device))  # padded times: any increasing values
             if bool((lengths == L).all()):
                 lengths = None
         z = self.encoder(self.dropout(tokens), times, lengths)

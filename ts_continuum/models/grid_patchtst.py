@@ -11,36 +11,12 @@ interpolation between them (constant beyond the first and last).
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from .layers import Attention, BackendName, PosEncoding, Sink
+from .packing import interpolate_to_grid
 from .patchtst import PatchTST
 from .query_base import QueryModel
-
-
-def interpolate_rows(times: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor,
-                     at: torch.Tensor) -> torch.Tensor:
-    """Linear interpolation of each row's observations at ``at``, constant beyond its ends.
-
-    times, values: (R, N) with ``lengths`` (R,) >= 1 valid entries (times increasing); at: (R, K) or
-    (K,). Returns (R, K).
-    """
-    R, N = times.shape
-    valid = torch.arange(N, device=times.device) < lengths[:, None]
-    t = torch.where(valid, times, torch.full_like(times, math.inf))
-    at = at.expand(R, -1).contiguous().to(t.dtype)
-    right = torch.searchsorted(t.contiguous(), at).clamp(max=N)
-    last = (lengths - 1)[:, None]
-    hi = torch.minimum(right, last)
-    lo = torch.clamp(right - 1, min=0)
-    lo = torch.minimum(lo, last)
-    t_lo, t_hi = torch.gather(t, 1, lo), torch.gather(t, 1, hi)
-    v_lo, v_hi = torch.gather(values, 1, lo), torch.gather(values, 1, hi)
-    span = t_hi - t_lo
-    w = torch.where(span > 0, (at - t_lo) / torch.where(span > 0, span, torch.ones_like(span)), torch.zeros_like(span))
-    return (v_lo + w.clamp(0, 1) * (v_hi - v_lo)).to(values.dtype)
 
 
 class GridPatchTST(QueryModel):
@@ -99,8 +75,9 @@ class GridPatchTST(QueryModel):
         seen = rows > 0
         filled = self.unobserved.to(values.dtype).repeat(B)[:, None].expand(B * C, self.lookback).clone()
         if bool(seen.any()):
-            filled[seen] = interpolate_rows(times.reshape(B * C, N)[seen], values.reshape(B * C, N)[seen], rows[seen],
-                                            self.grid_in)
+            grid = interpolate_to_grid(values.reshape(B * C, N, 1)[seen], times.reshape(B * C, N)[seen], rows[seen],
+                                       self.grid_in)
+            filled[seen] = grid.squeeze(-1)
         return filled.view(B, C, self.lookback).transpose(1, 2)
 
     def forward(self, values, times, lengths, query_times, query_lengths) -> torch.Tensor:

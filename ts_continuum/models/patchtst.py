@@ -173,10 +173,6 @@ class PatchTST(ForecastModel):
         tokens = self.embed(torch.cat([pv, offsets.to(pv.dtype)], dim=-1))
         if self.pos_encoding == "learned":
             tokens = tokens + self.pos[slot_index(n_patches, self.n_patches)]
-        # padded patch times only need to be finite: continue the last valid patch's time
-        k = torch.arange(self.n_patches, device=series.device)
-        valid = k[None, :] < n_patches[:, None]
-        last_time = torch.gather(patch_time, 1, (n_patches - 1)[:, None])
-        patch_time = torch.where(valid, patch_time, last_time + (k[None, :] - n_patches[:, None] + 1))
+        # padded patches keep whatever times packing left there (finite): attention ignores them
         lengths = None if bool((n_patches == self.n_patches).all()) else n_patches
         return tokens, patch_time, lengths, n_patches

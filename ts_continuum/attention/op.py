@@ -185,18 +185,24 @@ def _check_qkv(q, k, v) -> tuple[int, int, int, int, int]:
     return B, H, Tq, T, D
 
 
-def _check_lengths(lengths, B: int, T: int, device) -> torch.Tensor | None:
-    if lengths is None:
-        return None
+def _row_lengths(name: str, lengths, B: int, device) -> tuple[torch.Tensor, int, int]:
+    """``lengths`` as a (B,) integer tensor on ``device`` and its min and max (one host read)."""
     if not isinstance(lengths, torch.Tensor):
         lengths = torch.as_tensor(lengths, device=device)
     if lengths.shape != (B,):
-        raise ValueError(f"lengths must have shape (B,) = ({B},), got {tuple(lengths.shape)}")
+        raise ValueError(f"{name} must have shape (B,) = ({B},), got {tuple(lengths.shape)}")
     if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
-        raise ValueError(f"lengths must be an integer tensor, got dtype {lengths.dtype}")
+        raise ValueError(f"{name} must be an integer tensor, got dtype {lengths.dtype}")
     if lengths.device != device:
-        raise ValueError(f"lengths must be on the device of q ({device}), got {lengths.device}")
-    lo, hi = int(lengths.min()), int(lengths.max())
+        raise ValueError(f"{name} must be on the device of q ({device}), got {lengths.device}")
+    lo, hi = torch.stack([lengths.min(), lengths.max()]).tolist()
+    return lengths, lo, hi
+
+
+def _check_lengths(lengths, B: int, T: int, device) -> torch.Tensor | None:
+    if lengths is None:
+        return None
+    lengths, lo, hi = _row_lengths("lengths", lengths, B, device)
     if lo < 1 or hi > T:
         raise ValueError(f"lengths must lie in [1, T={T}] (at least one valid observation), got min {lo}, max {hi}")
     if lo == T:
@@ -207,15 +213,7 @@ def _check_lengths(lengths, B: int, T: int, device) -> torch.Tensor | None:
 def _check_q_lengths(q_lengths, B: int, Tq: int, T: int, all_keys: bool, device) -> torch.Tensor | None:
     if q_lengths is None:
         return None
-    if not isinstance(q_lengths, torch.Tensor):
-        q_lengths = torch.as_tensor(q_lengths, device=device)
-    if q_lengths.shape != (B,):
-        raise ValueError(f"q_lengths must have shape (B,) = ({B},), got {tuple(q_lengths.shape)}")
-    if q_lengths.is_floating_point() or q_lengths.is_complex() or q_lengths.dtype == torch.bool:
-        raise ValueError(f"q_lengths must be an integer tensor, got dtype {q_lengths.dtype}")
-    if q_lengths.device != device:
-        raise ValueError(f"q_lengths must be on the device of q ({device}), got {q_lengths.device}")
-    lo, hi = torch.stack([q_lengths.min(), q_lengths.max()]).tolist()
+    q_lengths, lo, hi = _row_lengths("q_lengths", q_lengths, B, device)
     if lo < 0 or hi > Tq:
         raise ValueError(f"q_lengths must lie in [0, Tq={Tq}] (valid query rows of each batch row), "
                          f"got min {lo}, max {hi}")

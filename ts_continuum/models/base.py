@@ -12,6 +12,15 @@ from .layers import ATTENTIONS, POS_ENCODINGS, SINKS, Attention
 from .packing import regular_grid
 
 
+def check_string_options(config: dict) -> None:
+    """The attention options a model has, checked before any layer is built (the CLI refuses them
+    when parsing; a Python caller gets the same message here)."""
+    for name, choices in (("attention", ATTENTIONS), ("pos_encoding", POS_ENCODINGS), ("sink", SINKS),
+                          ("attention_backend", BACKENDS)):
+        if name in config:
+            check_choice(name, config[name], choices)
+
+
 class ForecastModel(nn.Module):
     """Base of the library's forecasters, and of your own: a subclass passes its constructor's
     ``locals()`` (at least ``n_channels``, ``lookback`` and ``horizon``), so checkpoints can rebuild
@@ -26,11 +35,7 @@ class ForecastModel(nn.Module):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.n_channels, self.lookback, self.horizon = (self.config[k] for k in ("n_channels", "lookback", "horizon"))
-        # the string options, checked before any layer is built (the CLI refuses them when parsing)
-        for name, choices in (("attention", ATTENTIONS), ("pos_encoding", POS_ENCODINGS), ("sink", SINKS),
-                              ("attention_backend", BACKENDS)):
-            if name in self.config:
-                check_choice(name, self.config[name], choices)
+        check_string_options(self.config)
         self.pos_encoding = self.config.get("pos_encoding")
 
     def set_attention(self, kind: Attention) -> None:

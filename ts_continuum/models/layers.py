@@ -47,7 +47,57 @@ class Dropout(nn.Module):
         return f"p={self.p}"
 
 
-class MultiHeadAttention(nn.Module):
+class _TimedAttention(nn.Module):
+    """What self- and query attention share: heads, the softmax/continuous switch, rotary positions,
+    the sink (one parameter set for both kinds) and the two attention computations."""
+
+    def __init__(self, d_model: int, n_heads: int, attention: Attention, rope: bool, sink: Sink, dropout: float,
+                 backend: BackendName):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        if rope and self.head_dim % 2:  # fail at construction, not at the first forward pass
+            raise ValueError(f"rotary positions (pos_encoding='rope') need an even head dimension, got d_model "
+                             f"{d_model} / n_heads {n_heads} = {self.head_dim}; change d_model or n_heads")
+        self.attention = check_choice("attention", attention, ATTENTIONS)
+        self.sink = check_choice("sink", sink, SINKS)
+        self.rope, self.backend = rope, check_choice("backend", backend, BACKENDS)
+
+    def _output_layers(self, d_model: int, dropout: float) -> None:
+        """The output projection, dropout and sink parameters, made after the subclass's input
+        projections (the order the weights are drawn in, so a seed gives the same model as before)."""
+        self.out = nn.Linear(d_model, d_model)
+        self.dropout = Dropout(dropout)
+        if self.sink == "learned":
+            self.sink_k = nn.Parameter(0.02 * torch.randn(self.n_heads, self.head_dim))
+            self.sink_v = nn.Parameter(0.02 * torch.randn(self.n_heads, self.head_dim))
+
+    def _attend(self, q, k, v, times, lengths, q_lengths):
+        """(B, H, Tq, D) outputs. Continuous: the op's unchecked entry (the model checked its input
+        once; the op's own checks would wait on the device in every layer). Softmax: keys masked by
+        ``lengths``, the learned sink as an extra key/value, padded query rows (``q_lengths``) 0."""
+        learned = self.sink == "learned"
+        if self.attention == "continuous":
+            return attend(q, k, v, times=times, causal=False, sink=self.sink, sink_k=self.sink_k if learned else None,
+                          sink_v=self.sink_v if learned else None, sink_gap=1.0, lengths=lengths,
+                          q_lengths=q_lengths, scale=None, backend=self.backend)
+        B, H, T = k.shape[:3]
+        mask = None
+        if lengths is not None:  # keys only: padded query rows still see valid keys (no NaN)
+            mask = (torch.arange(T, device=q.device) < lengths[:, None])[:, None, None, :]
+        if learned:
+            k = torch.cat([self.sink_k[None, :, None].expand(B, H, 1, -1).to(k.dtype), k], dim=2)
+            v = torch.cat([self.sink_v[None, :, None].expand(B, H, 1, -1).to(v.dtype), v], dim=2)
+            if mask is not None:
+                mask = F.pad(mask, (1, 0), value=True)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if q_lengths is not None:  # padded query rows output 0, as in the continuous op
+            o = o.masked_fill((torch.arange(q.shape[2], device=q.device) >= q_lengths[:, None])[:, None, :, None], 0.0)
+        return o
+
+
+class MultiHeadAttention(_TimedAttention):
     """Multi-head self-attention over tokens with timestamps, softmax or continuous.
 
     ``sink`` shapes the continuous integral (docs/continuous-attention.md). Softmax attention has
@@ -65,22 +115,9 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         backend: BackendName = "auto",
     ):
-        super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
-        self.n_heads, self.head_dim = n_heads, d_model // n_heads
-        if rope and self.head_dim % 2:  # fail at construction, not at the first forward pass
-            raise ValueError(f"rotary positions (pos_encoding='rope') need an even head dimension, got d_model "
-                             f"{d_model} / n_heads {n_heads} = {self.head_dim}; change d_model or n_heads")
-        self.attention = check_choice("attention", attention, ATTENTIONS)
-        self.sink = check_choice("sink", sink, SINKS)
-        self.rope, self.backend = rope, check_choice("backend", backend, BACKENDS)
+        super().__init__(d_model, n_heads, attention, rope, sink, dropout, backend)
         self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
-        self.dropout = Dropout(dropout)
-        if sink == "learned":
-            self.sink_k = nn.Parameter(0.02 * torch.randn(n_heads, self.head_dim))
-            self.sink_v = nn.Parameter(0.02 * torch.randn(n_heads, self.head_dim))
+        self._output_layers(d_model, dropout)
 
     def forward(self, x: torch.Tensor, times: torch.Tensor | None, lengths: torch.Tensor | None) -> torch.Tensor:
         """x: (B, T, d_model); times: (B, T), (T,) or None (regular); lengths: (B,) or None."""
@@ -92,30 +129,11 @@ class MultiHeadAttention(nn.Module):
             # not rotated, so the origin must not depend on which path ran
             pos = times - times[..., :1] if times is not None else torch.arange(T, device=x.device, dtype=torch.float32)
             q, k = apply_rope(q, pos), apply_rope(k, pos)
-        if self.attention == "continuous":
-            # the model checked its input once; the op's own checks would sync with the device per layer
-            learned = self.sink == "learned"
-            o = attend(q, k, v, times=times, causal=False, sink=self.sink, sink_k=self.sink_k if learned else None,
-                       sink_v=self.sink_v if learned else None, sink_gap=1.0, lengths=lengths, q_lengths=None,
-                       scale=None, backend=self.backend)
-        else:
-            o = self._softmax(q, k, v, lengths)
+        o = self._attend(q, k, v, times, lengths, None)
         return self.dropout(self.out(o.transpose(1, 2).reshape(B, T, -1)))
 
-    def _softmax(self, q, k, v, lengths):
-        B, H, T, _ = q.shape
-        mask = None
-        if lengths is not None:  # keys only: padded query rows still see valid keys (no NaN)
-            mask = (torch.arange(T, device=q.device) < lengths[:, None])[:, None, None, :]
-        if self.sink == "learned":
-            k = torch.cat([self.sink_k[None, :, None].expand(B, H, 1, -1).to(k.dtype), k], dim=2)
-            v = torch.cat([self.sink_v[None, :, None].expand(B, H, 1, -1).to(v.dtype), v], dim=2)
-            if mask is not None:
-                mask = F.pad(mask, (1, 0), value=True)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
-
-class QueryAttention(nn.Module):
+class QueryAttention(_TimedAttention):
     """Multi-head attention of queries at their own times over timestamped tokens, softmax or
     continuous (each query integrates over the whole interpolated token sequence).
 
@@ -125,23 +143,10 @@ class QueryAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, attention: Attention = "softmax", rope: bool = False,
                  sink: Sink = "none", dropout: float = 0.0, backend: BackendName = "auto"):
-        super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
-        self.n_heads, self.head_dim = n_heads, d_model // n_heads
-        if rope and self.head_dim % 2:
-            raise ValueError(f"rotary positions need an even head dimension, got d_model {d_model} / n_heads "
-                             f"{n_heads} = {self.head_dim}; change d_model or n_heads")
-        self.attention = check_choice("attention", attention, ATTENTIONS)
-        self.sink = check_choice("sink", sink, SINKS)
-        self.rope, self.backend = rope, check_choice("backend", backend, BACKENDS)
+        super().__init__(d_model, n_heads, attention, rope, sink, dropout, backend)
         self.q = nn.Linear(d_model, d_model)
         self.kv = nn.Linear(d_model, 2 * d_model)
-        self.out = nn.Linear(d_model, d_model)
-        self.dropout = Dropout(dropout)
-        if sink == "learned":
-            self.sink_k = nn.Parameter(0.02 * torch.randn(n_heads, self.head_dim))
-            self.sink_v = nn.Parameter(0.02 * torch.randn(n_heads, self.head_dim))
+        self._output_layers(d_model, dropout)
 
     def forward(self, x: torch.Tensor, x_times: torch.Tensor, x_lengths: torch.Tensor | None,
                 tokens: torch.Tensor, times: torch.Tensor, lengths: torch.Tensor | None) -> torch.Tensor:
@@ -154,20 +159,7 @@ class QueryAttention(nn.Module):
         if self.rope:
             origin = times[:, :1]
             q, k = apply_rope(q, x_times - origin), apply_rope(k, times - origin)
-        if self.attention == "continuous":
-            learned = self.sink == "learned"
-            o = attend(q, k, v, times=times, causal=False, sink=self.sink, sink_k=self.sink_k if learned else None,
-                       sink_v=self.sink_v if learned else None, sink_gap=1.0, lengths=lengths, q_lengths=x_lengths,
-                       scale=None, backend=self.backend)
-        else:
-            mask = None if lengths is None else (torch.arange(N, device=x.device) < lengths[:, None])[:, None, None]
-            if self.sink == "learned":
-                k = torch.cat([self.sink_k[None, :, None].expand(R, -1, 1, -1).to(k.dtype), k], dim=2)
-                v = torch.cat([self.sink_v[None, :, None].expand(R, -1, 1, -1).to(v.dtype), v], dim=2)
-                mask = None if mask is None else F.pad(mask, (1, 0), value=True)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            if x_lengths is not None:  # padded query rows output 0, as in the continuous op
-                o = o.masked_fill((torch.arange(M, device=x.device) >= x_lengths[:, None])[:, None, :, None], 0.0)
+        o = self._attend(q, k, v, times, lengths, x_lengths)
         return self.dropout(self.out(o.transpose(1, 2).reshape(R, M, -1)))
 
 

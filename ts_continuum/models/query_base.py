@@ -14,9 +14,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..attention.backends import BACKENDS
 from ..attention.choices import check_choice
-from .layers import ATTENTIONS, POS_ENCODINGS, SINKS, Attention
+from .base import check_string_options
+from .layers import ATTENTIONS, Attention
 
 
 class QueryModel(nn.Module):
@@ -31,10 +31,7 @@ class QueryModel(nn.Module):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"n_variables must be a positive integer, got {n!r}")
         self.n_variables = n
-        for name, choices in (("attention", ATTENTIONS), ("pos_encoding", POS_ENCODINGS), ("sink", SINKS),
-                              ("attention_backend", BACKENDS)):
-            if name in self.config:
-                check_choice(name, self.config[name], choices)
+        check_string_options(self.config)
 
     def set_attention(self, kind: Attention) -> None:
         """Switch every attention over time to ``"softmax"`` or ``"continuous"`` (same parameters)."""

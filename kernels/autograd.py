@@ -16,10 +16,8 @@ HEAD_DIMS = (16, 32, 64, 128)  # compiled widths; other dims up to 128 are zero-
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def unsupported_reason(q: torch.Tensor, head_dim: int, value_dim: int, keys: int | None = None) -> str:
+def unsupported_reason(q: torch.Tensor, head_dim: int, value_dim: int) -> str:
     """'' if the kernel handles these inputs, else why not (the op then names backend='torch')."""
-    if keys is not None and keys != q.shape[-2]:
-        return f"{q.shape[-2]} queries for {keys} keys (the kernel takes self-attention only for now)"
     if q.dtype not in DTYPES:
         return f"dtype {q.dtype} (the kernel takes float32, float16 and bfloat16)"
     if max(head_dim, value_dim) > HEAD_DIMS[-1]:
@@ -71,7 +69,8 @@ def triton_backend(
     q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, log_delta: torch.Tensor,
     layout: SegmentLayout, scale: float,
 ) -> torch.Tensor:
-    """Continuous attention on the extended sequence, (B, H, T, Dv) in q's dtype.
+    """Continuous attention on the extended sequence, (B, H, Tq, Dv) in q's dtype (any number of
+    queries Tq for the T keys; causal layouts have Tq = T).
 
     Head dims the kernel is not compiled for (PatchTST's published ETT models have 4) are padded
     with zeros: zero columns add nothing to q·k, zero value columns give output columns that are

@@ -1,8 +1,9 @@
 """Backward kernels: preprocess (delta = rowsum(O · dO)), a dK/dV pass and a dQ pass.
 
 Closed form of docs/continuous-attention.md §4, recomputed from the saved LSE as FlashAttention
-does. The dK/dV pass keeps a block of points resident and loops over query blocks; the dQ pass
-keeps a query block resident and loops over segment blocks, like the forward. Separate passes
+does. The dK/dV pass keeps a block of points resident and loops over query blocks (``TQ`` query
+rows); the dQ pass keeps a query block resident and loops over segment blocks (``T`` keys), like
+the forward. Separate passes
 write disjoint rows, so no atomics are needed and the result does not depend on scheduling.
 
 Each point gets gradient from two segments: as the right endpoint of segment i and as the left
@@ -50,15 +51,15 @@ DQ_MODES = ("pass", "atomic")
 DQ_MODE = os.environ.get("TS_CONTINUUM_DQ", "pass")
 
 
-@triton.jit(do_not_specialize=["T", "H"])
-def _preprocess_kernel(OUT, DO, DELTA, T, H, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-    pid_m, bh, _ = query_program(T, H, BLOCK_M)
+@triton.jit(do_not_specialize=["TQ", "H"])
+def _preprocess_kernel(OUT, DO, DELTA, TQ, H, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    pid_m, bh, _ = query_program(TQ, H, BLOCK_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs = bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
-    mask = rows[:, None] < T
+    offs = bh * TQ * HEAD_DIM + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+    mask = rows[:, None] < TQ
     o = tl.load(OUT + offs, mask=mask, other=0.0).to(tl.float32)
     do = tl.load(DO + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(DELTA + bh * T + rows, tl.sum(o * do, 1), mask=rows < T)
+    tl.store(DELTA + bh * TQ + rows, tl.sum(o * do, 1), mask=rows < TQ)
 
 
 @triton.jit
@@ -84,7 +85,7 @@ def _segment_gradients(
 
 @triton.jit
 def _dkdv_block(
-    Q, DO, LSE, DELTA, DQ, LAST, qd_base, lse_base, last_base, m0, seg, T, FIRST, scale,
+    Q, DO, LSE, DELTA, DQ, LAST, qd_base, lse_base, last_base, m0, seg, TQ, FIRST, scale,
     k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, ATOMIC_DQ: tl.constexpr,
     MASKED: tl.constexpr,
@@ -94,15 +95,15 @@ def _dkdv_block(
     offs = qd_base + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
     last = rows  # read only when MASKED
     if MASKED:
-        last = tl.load(LAST + last_base + rows, mask=rows < T, other=0)
-        row_in = (rows < T)[:, None]
+        last = tl.load(LAST + last_base + rows, mask=rows < TQ, other=0)
+        row_in = (rows < TQ)[:, None]
         q = tl.load(Q + offs, mask=row_in, other=0.0)
         do = tl.load(DO + offs, mask=row_in, other=0.0)
     else:
         q = tl.load(Q + offs)
         do = tl.load(DO + offs)
-    lse = load_vector(LSE + lse_base, rows, T, MASKED)
-    delta = load_vector(DELTA + lse_base, rows, T, MASKED)
+    lse = load_vector(LSE + lse_base, rows, TQ, MASKED)
+    delta = load_vector(DELTA + lse_base, rows, TQ, MASKED)
     y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION)
     x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION)
     g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
@@ -117,7 +118,7 @@ def _dkdv_block(
         dq = tl.dot(da_l.to(q.dtype), k_l_dq, input_precision=DOT_PRECISION)
         dq = tl.dot(da_r.to(q.dtype), k_r_dq, dq, input_precision=DOT_PRECISION)
         if MASKED:
-            tl.atomic_add(DQ + offs, dq * scale, mask=(rows < T)[:, None], sem="relaxed")
+            tl.atomic_add(DQ + offs, dq * scale, mask=(rows < TQ)[:, None], sem="relaxed")
         else:
             tl.atomic_add(DQ + offs, dq * scale, sem="relaxed")
     return dk, dv
@@ -125,8 +126,8 @@ def _dkdv_block(
 
 @triton.jit
 def query_block_ranges(reach, p0, T, FIRST, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Bounds (start, begin, end, stop) of the query blocks for the segment tile p0 .. p0 + BLOCK_N - 1:
-    masked [start, begin), interior [begin, end), masked [end, stop).
+    """Bounds (start, begin, end, stop) of the query blocks for the segment tile p0 .. p0 + BLOCK_N - 1
+    (T keys): masked [start, begin), interior [begin, end), masked [end, stop).
 
     ``reach[p]`` (first_rows) is the first query row whose last segment is >= p, ``reach[T + 1]``
     the number of rows that take any segment: rows [reach[p], reach[T + 1]) take segment p."""
@@ -134,7 +135,7 @@ def query_block_ranges(reach, p0, T, FIRST, BLOCK_M: tl.constexpr, BLOCK_N: tl.c
     start = (tl.load(reach + p0) // BLOCK_M) * BLOCK_M
     stop = tl.cdiv(rows, BLOCK_M) * BLOCK_M
     begin = tl.cdiv(tl.load(reach + tl.minimum(p0 + BLOCK_N - 1, T + 1)), BLOCK_M) * BLOCK_M
-    end = (rows // BLOCK_M) * BLOCK_M  # full blocks only: the rows beyond are padding or beyond T
+    end = (rows // BLOCK_M) * BLOCK_M  # full blocks only: the rows beyond are padding or beyond TQ
     has = (p0 >= FIRST) & (end > begin)
     return start, tl.where(has, begin, stop), tl.where(has, end, stop), stop
 
@@ -142,7 +143,7 @@ def query_block_ranges(reach, p0, T, FIRST, BLOCK_M: tl.constexpr, BLOCK_N: tl.c
 @triton.jit(do_not_specialize=DYNAMIC + ["stride_reach_b"])
 def _dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, LOG2_DELTA, LAST, REACH, DK, DV, DQ,
-    T, H, stride_delta_b, stride_last_b, stride_reach_b, scale, FIRST, T_BUCKET,
+    T, TQ, H, stride_delta_b, stride_last_b, stride_reach_b, scale, FIRST, T_BUCKET, TQ_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ATOMIC_DQ: tl.constexpr,
 ):
@@ -173,7 +174,7 @@ def _dkdv_kernel(
     k_l_dq = tl.where(own_seg, k_l, tl.zeros_like(k_l))
     dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)  # row c: point p0 + c
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
-    qd_base = bh * T * HEAD_DIM
+    qd_base = bh * TQ * HEAD_DIM
     last_base = b * stride_last_b
     # Query blocks in order, as one loop with a branch per block would take them, in three
     # straight-line loops so that Triton pipelines the Q/dO loads (continuous_fwd.block_ranges):
@@ -181,15 +182,15 @@ def _dkdv_kernel(
     # Blocks whose rows reach none of the tile's segments are not visited.
     start, begin, end, stop = query_block_ranges(REACH + b * stride_reach_b, p0, T, FIRST, BLOCK_M, BLOCK_N)
     for m0 in range(start, begin, BLOCK_M):
-        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * T, last_base, m0, seg, T, FIRST, scale,
+        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST, scale,
                              k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
                              HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, True)
     for m0 in range(begin, end, BLOCK_M):
-        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * T, last_base, m0, seg, T, FIRST, scale,
+        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST, scale,
                              k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
                              HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, False)
     for m0 in range(end, stop, BLOCK_M):
-        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * T, last_base, m0, seg, T, FIRST, scale,
+        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST, scale,
                              k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
                              HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, True)
 
@@ -220,18 +221,18 @@ def _dq_block(
 @triton.jit(do_not_specialize=DYNAMIC)
 def _dq_kernel(
     Q, K, V, DO, LSE, DELTA, LOG2_DELTA, LAST, DQ,
-    T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
+    T, TQ, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET, TQ_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid_m, bh, b = query_program(T, H, BLOCK_M)
+    pid_m, bh, b = query_program(TQ, H, BLOCK_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD_DIM)
-    row_in = rows < T
-    offs = bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :]
+    row_in = rows < TQ
+    offs = bh * TQ * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :]
     q = tl.load(Q + offs, mask=row_in[:, None], other=0.0)
     do = tl.load(DO + offs, mask=row_in[:, None], other=0.0)
-    lse = tl.load(LSE + bh * T + rows, mask=row_in, other=0.0)
-    delta = tl.load(DELTA + bh * T + rows, mask=row_in, other=0.0)
+    lse = tl.load(LSE + bh * TQ + rows, mask=row_in, other=0.0)
+    delta = tl.load(DELTA + bh * TQ + rows, mask=row_in, other=0.0)
     last = tl.load(LAST + b * stride_last_b + rows, mask=row_in, other=0)
     k_base = K + bh * (T + 1) * HEAD_DIM
     v_base = V + bh * (T + 1) * HEAD_DIM
@@ -263,18 +264,17 @@ def dq_mode() -> str:
     return DQ_MODE
 
 
-def first_rows(last: torch.Tensor) -> torch.Tensor:
-    """(B|1, T + 2) int32 from ``last`` (B|1, T): entry p is the first query row whose last segment is
-    >= p, entry T + 1 the number of rows that take any segment.
+def first_rows(last: torch.Tensor, keys: int) -> torch.Tensor:
+    """(B|1, keys + 2) int32 from ``last`` (B|1, Tq): entry p is the first query row whose last segment
+    is >= p, entry keys + 1 the number of rows that take any segment.
 
     Relies on the layout of attention/reference.SegmentLayout: the rows that take segments are a
-    prefix of the sequence (padding rows have last = 0) and their last segment never decreases
-    along it (causal: min(row + 1, length); bidirectional: length), so the rows taking segment p
-    are the contiguous range [entry p, entry T + 1)."""
-    T = last.shape[-1]
+    prefix of the query rows (padding rows have last = 0) and their last segment never decreases
+    along it (causal: min(row + 1, length); bidirectional and cross-attention: length), so the rows
+    taking segment p are the contiguous range [entry p, entry keys + 1)."""
     taking = last > 0
-    ordered = torch.where(taking, last, torch.full_like(last, T + 2))  # padding sorts last
-    p = torch.arange(T + 2, device=last.device, dtype=last.dtype).expand(last.shape[0], -1).contiguous()
+    ordered = torch.where(taking, last, torch.full_like(last, keys + 2))  # padding sorts last
+    p = torch.arange(keys + 2, device=last.device, dtype=last.dtype).expand(last.shape[0], -1).contiguous()
     return torch.searchsorted(ordered, p).to(torch.int32).contiguous()
 
 
@@ -284,26 +284,28 @@ def backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk_ext, dv_ext) in the inputs' dtypes; inputs contiguous, as for :func:`forward`, and
     ``lse`` the forward's (log2 units)."""
-    B, H, T, D = q.shape
+    B, H, Tq, D = q.shape
+    T = k_ext.shape[2] - 1
     delta = torch.empty_like(lse)
-    _preprocess_kernel[(triton.cdiv(T, PREPROCESS_ROWS) * B * H,)](
-        out, grad_out, delta, T, H, HEAD_DIM=D, BLOCK_M=PREPROCESS_ROWS
+    _preprocess_kernel[(triton.cdiv(Tq, PREPROCESS_ROWS) * B * H,)](
+        out, grad_out, delta, Tq, H, HEAD_DIM=D, BLOCK_M=PREPROCESS_ROWS
     )
     dk = torch.empty_like(k_ext)
     dv = torch.empty_like(v_ext)
-    shared = (T, H, batch_stride(log2_delta), batch_stride(last), scale, first, length_bucket(T))
+    buckets = (length_bucket(T), length_bucket(Tq))
+    shared = (T, Tq, H, batch_stride(log2_delta), batch_stride(last), scale, first, *buckets)
     meta = dict(HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype))
     grid_kv = lambda m: (triton.cdiv(T + 1, m["BLOCK_N"] - 1) * B * H,)  # noqa: E731
     inputs = (q, k_ext, v_ext, grad_out, lse, delta, log2_delta, last)
-    reach = first_rows(last)
-    shared_kv = (T, H, batch_stride(log2_delta), batch_stride(last), batch_stride(reach), scale, first,
-                 length_bucket(T))
+    reach = first_rows(last, T)
+    shared_kv = (T, Tq, H, batch_stride(log2_delta), batch_stride(last), batch_stride(reach), scale, first,
+                 *buckets)
     if dq_mode() == "atomic":
         dq32 = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
         _DKDV_ATOMIC_DQ.launch(grid_kv, D, q.dtype, *inputs, reach, dk, dv, dq32, *shared_kv, **meta, ATOMIC_DQ=True)
         return dq32.to(q.dtype), dk, dv
     dq = torch.empty_like(q)
     _DKDV.launch(grid_kv, D, q.dtype, *inputs, reach, dk, dv, dq, *shared_kv, **meta, ATOMIC_DQ=False)
-    grid_q = lambda m: (triton.cdiv(T, m["BLOCK_M"]) * B * H,)  # noqa: E731
+    grid_q = lambda m: (triton.cdiv(Tq, m["BLOCK_M"]) * B * H,)  # noqa: E731
     _DQ.launch(grid_q, D, q.dtype, *inputs, dq, *shared, **meta)
     return dq, dk, dv

@@ -1,5 +1,8 @@
 """Forward kernel: one program per (query block, batch x head), streaming over segment blocks.
 
+Queries and keys are counted apart (``TQ`` query rows, ``T`` keys): self-attention has TQ = T,
+queries at their own times (cross-attention, non-causal) any TQ.
+
 Segment form of docs/continuous-attention.md §2: a block of segments j0..j0+BLOCK_N-1 needs the
 scores and values of its right endpoints (points j0..) and of its left endpoints (points j0-1..).
 
@@ -27,11 +30,12 @@ from .tuning import DYNAMIC, QUERY_MAJOR, TunedKernel, length_bucket
 
 
 @triton.jit
-def query_program(T, H, BLOCK_M: tl.constexpr):
-    """(query block, batch x head, batch) of this program in a 1-D grid, query blocks fastest:
-    neighbouring programs share K and V in L2, and B x H may exceed the 65535 limit of grid axis 1."""
+def query_program(TQ, H, BLOCK_M: tl.constexpr):
+    """(query block, batch x head, batch) of this program in a 1-D grid over TQ query rows, query
+    blocks fastest: neighbouring programs share K and V in L2, and B x H may exceed the 65535 limit
+    of grid axis 1."""
     pid = tl.program_id(0)
-    blocks = tl.cdiv(T, BLOCK_M)
+    blocks = tl.cdiv(TQ, BLOCK_M)
     bh = (pid // blocks).to(tl.int64)
     return pid % blocks, bh, bh // H
 
@@ -81,7 +85,7 @@ def block_ranges(last, FIRST, BLOCK_N: tl.constexpr):
     a query block takes into masked blocks [1, interior_start), interior blocks [interior_start,
     interior_end) and masked blocks [interior_end, stop). Interior: every row integrates over every
     segment of the block, so it needs no masks (15 % fewer instructions per element:
-    benchmarks/speed/sass_report.py). Rows beyond T have last = 0, so partial row blocks have none.
+    benchmarks/speed/sass_report.py). Rows beyond TQ have last = 0, so partial row blocks have none.
 
     Why three loops rather than one loop that branches per block: Triton software-pipelines only
     straight-line loop bodies (cp.async prefetch of the next K/V tiles) reliably; with a branch in
@@ -126,15 +130,15 @@ def _forward_block(
 @triton.jit(do_not_specialize=DYNAMIC)
 def _forward_kernel(
     Q, K, V, LOG2_DELTA, LAST, OUT, LSE,
-    T, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET,
+    T, TQ, H, stride_delta_b, stride_last_b, scale, FIRST, T_BUCKET, TQ_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    pid_m, bh, b = query_program(T, H, BLOCK_M)
+    pid_m, bh, b = query_program(TQ, H, BLOCK_M)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD_DIM)
-    row_in = rows < T
+    row_in = rows < TQ
 
-    q = tl.load(Q + bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_in[:, None], other=0.0)
+    q = tl.load(Q + bh * TQ * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_in[:, None], other=0.0)
     last = tl.load(LAST + b * stride_last_b + rows, mask=row_in, other=0)
     k_base = K + bh * (T + 1) * HEAD_DIM
     v_base = V + bh * (T + 1) * HEAD_DIM
@@ -160,9 +164,9 @@ def _forward_kernel(
     z_safe = tl.where(has, z_i, 1.0)
     out = acc / z_safe[:, None]
     lse = tl.where(has, m_i + tl.log2(z_safe), 0.0)
-    tl.store(OUT + bh * T * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :], out.to(OUT.dtype.element_ty),
+    tl.store(OUT + bh * TQ * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :], out.to(OUT.dtype.element_ty),
              mask=row_in[:, None])
-    tl.store(LSE + bh * T + rows, lse, mask=row_in)
+    tl.store(LSE + bh * TQ + rows, lse, mask=row_in)
 
 
 _FORWARD = TunedKernel(_forward_kernel, QUERY_MAJOR)
@@ -174,7 +178,7 @@ def dot_precision(dtype: torch.dtype) -> str:
 
 
 def batch_stride(t: torch.Tensor) -> int:
-    """Row stride of a (B|1, T) tensor, 0 when it is shared by the whole batch."""
+    """Row stride of a (B|1, N) tensor, 0 when it is shared by the whole batch."""
     return 0 if t.shape[0] == 1 else t.stride(0)
 
 
@@ -182,20 +186,21 @@ def forward(
     q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, log2_delta: torch.Tensor,
     last: torch.Tensor, first: int, scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Output (B, H, T, D) in q's dtype and the row log-normaliser (B, H, T) in float32, in log2
+    """Output (B, H, Tq, D) in q's dtype and the row log-normaliser (B, H, Tq) in float32, in log2
     units as the kernels work (log2 Z = LSE · log2 e).
 
-    Inputs contiguous; ``log2_delta`` (log2 of the segment lengths) float32 and ``last`` int32,
-    both (B|1, T).
+    Inputs contiguous: q (B, H, Tq, D), k_ext and v_ext (B, H, T + 1, D); ``log2_delta`` (log2 of
+    the segment lengths) float32 (B|1, T) and ``last`` int32 (B|1, Tq).
     """
-    B, H, T, D = q.shape
+    B, H, Tq, D = q.shape
+    T = k_ext.shape[2] - 1
     out = torch.empty_like(q)
-    lse = torch.empty(B, H, T, device=q.device, dtype=torch.float32)
-    grid = lambda meta: (triton.cdiv(T, meta["BLOCK_M"]) * B * H,)  # noqa: E731
+    lse = torch.empty(B, H, Tq, device=q.device, dtype=torch.float32)
+    grid = lambda meta: (triton.cdiv(Tq, meta["BLOCK_M"]) * B * H,)  # noqa: E731
     _FORWARD.launch(
         grid, D, q.dtype,
         q, k_ext, v_ext, log2_delta, last, out, lse,
-        T, H, batch_stride(log2_delta), batch_stride(last), scale, first, length_bucket(T),
+        T, Tq, H, batch_stride(log2_delta), batch_stride(last), scale, first, length_bucket(T), length_bucket(Tq),
         HEAD_DIM=D, DOT_PRECISION=dot_precision(q.dtype),
     )
     return out, lse

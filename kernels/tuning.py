@@ -21,11 +21,11 @@ INTERPRETER_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16}
 FLOAT32_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 8, "num_stages": 2}
 
 # Runtime integers the kernels must not be specialised (recompiled) on: lengths, strides, flags.
-DYNAMIC = ["T", "H", "stride_delta_b", "stride_last_b", "FIRST", "T_BUCKET"]
+DYNAMIC = ["T", "TQ", "H", "stride_delta_b", "stride_last_b", "FIRST", "T_BUCKET", "TQ_BUCKET"]
 
-# Retune for a new head dim (separate autotuner) or a new power-of-two length bucket; Triton adds
-# the dtypes. A new length inside a known bucket reuses the tuned config.
-KEY = ["T_BUCKET"]
+# Retune for a new head dim (separate autotuner) or a new power-of-two bucket of the key or query
+# count; Triton adds the dtypes. A new length inside known buckets reuses the tuned config.
+KEY = ["T_BUCKET", "TQ_BUCKET"]
 
 Blocks = tuple[int, int, int, int]  # BLOCK_M, BLOCK_N, num_warps, num_stages
 

@@ -18,73 +18,14 @@ import torch
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402,F401  (visible to the jit spies below, as the interpreter requires)
 
+from kernel_cases import (  # noqa: E402
+    DEVICE, INTERPRET, SINKS, assert_float32_match, assert_half_match, gpu, make_case, needs_gpu, run,
+)
+
 from ts_continuum import continuous_attention  # noqa: E402
 from ts_continuum.attention import backends  # noqa: E402
 from ts_continuum.kernels import continuous_bwd, continuous_fwd, moments, tuning  # noqa: E402
 from ts_continuum.kernels.autograd import triton_backend  # noqa: E402
-
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-DEVICE = "cuda" if torch.cuda.is_available() and not INTERPRET else "cpu"
-gpu = pytest.mark.gpu
-needs_gpu = pytest.mark.skipif(DEVICE != "cuda", reason="needs CUDA with compiled Triton (gpu_check.sh)")
-SINKS = ["zero", "repeat", "none", "learned"]
-
-
-def make_case(B=2, H=2, T=37, D=16, times="per_batch", lengths=None, seed=0):
-    """Inputs in float32 on DEVICE: q, k, v, learned sink k/v, an output gradient and op kwargs."""
-    g = torch.Generator().manual_seed(seed)
-    q, k, v, do = (torch.randn(B, H, T, D, generator=g) for _ in range(4))
-    sink_k, sink_v = torch.randn(H, D, generator=g), torch.randn(H, D, generator=g)
-    kw = {}
-    if times != "regular":
-        gaps = 0.2 + 2.5 * torch.rand(B if times == "per_batch" else 1, T, generator=g)
-        kw["times"] = (torch.cumsum(gaps, -1) + 3.0).reshape((B, T) if times == "per_batch" else (T,))
-    if lengths is not None:
-        kw["lengths"] = torch.tensor(lengths)
-    tensors = [t.to(DEVICE) for t in (q, k, v, sink_k, sink_v, do)]
-    return tensors, {n: t.to(DEVICE) for n, t in kw.items()}
-
-
-def run(backend, tensors, dtype, sink, **kw):
-    """Output and gradients (q, k, v, sink_k, sink_v) of one forward/backward, as float32."""
-    *inputs, do = tensors
-    leaves = [t.detach().to(dtype).clone().requires_grad_(True) for t in inputs]
-    q, k, v, sk, sv = leaves
-    sink_kw = dict(sink_k=sk, sink_v=sv) if sink == "learned" else {}
-    out = continuous_attention(q, k, v, sink=sink, backend=backend, **sink_kw, **kw)
-    out.backward(do.to(dtype))
-    grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in leaves]  # unused sink params
-    return [out.detach().float()] + [g.float() for g in grads]
-
-
-NAMES = ["out", "dq", "dk", "dv", "dsink_k", "dsink_v"]
-
-
-def assert_float32_match(tensors, sink, atol=3e-6, rtol=3e-6, **kw):
-    got = run("triton", tensors, torch.float32, sink, **kw)
-    want = run("torch", tensors, torch.float32, sink, **kw)
-    for name, a, b in zip(NAMES, got, want):
-        torch.testing.assert_close(a, b, atol=atol, rtol=rtol, msg=lambda m, name=name: f"{name}: {m}")
-    assert want[0].abs().max() > 0.1, "degenerate case: nothing to compare"
-
-
-def assert_half_match(tensors, sink, dtype, atol, **kw):
-    """flash-attn's rule: the kernel's error against float32 at most twice the torch path's, plus
-    ``atol`` relative to the largest reference entry (at least 1).
-
-    Both start from the same half-precision inputs, so the reference is the float32 computation
-    on those rounded inputs. The torch path computes in float32 and only rounds its result, so its
-    error is small; the kernel also rounds weights and score gradients before its products, as
-    FlashAttention does, which ``atol`` allows for.
-    """
-    rounded = [t.to(dtype).float() for t in tensors]
-    ref = run("torch", rounded, torch.float32, sink, **kw)
-    torch_half = run("torch", rounded, dtype, sink, **kw)
-    got = run("triton", rounded, dtype, sink, **kw)
-    for name, g, t, r in zip(NAMES, got, torch_half, ref):
-        err, base = (g - r).abs().max().item(), (t - r).abs().max().item()
-        bound = 2 * base + atol * max(1.0, r.abs().max().item())
-        assert err <= bound, f"{name}: kernel error {err:.3g} > {bound:.3g} (torch {dtype} path: {base:.3g})"
 
 
 @pytest.mark.parametrize("sink", SINKS)
@@ -382,16 +323,21 @@ def test_gpu_memory_is_linear_in_length():
     assert extra < 40 * q.numel() * q.element_size(), f"{extra / 2**20:.0f} MiB extra for T={T}"
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_first_rows_lists_the_rows_that_take_each_segment(causal):
-    """The dK/dV kernel visits, for a segment tile, only the query rows [first_rows[p], first_rows[T + 1])
-    that take segment p; checked against every row's `last` for ragged lengths, including 0 and T."""
+@pytest.mark.parametrize("Tq,causal,lengths,q_lengths", [
+    (13, True, [0, 1, 5, 12, 13], None), (13, False, [0, 1, 5, 12, 13], None),
+    (4, False, [1, 5, 12, 13, 13], [4, 4, 0, 2, 1]), (30, False, [1, 5, 12, 13, 13], [30, 7, 0, 29, 16]),
+])
+def test_first_rows_lists_the_rows_that_take_each_segment(Tq, causal, lengths, q_lengths):
+    """The dK/dV kernel visits, for a segment tile of T keys, only the query rows
+    [first_rows[p], first_rows[T + 1]) that take segment p; checked against every row's `last` for
+    self-attention (causal and not) and for Tq queries, ragged keys and queries, including 0 and T."""
     from ts_continuum.attention.reference import SegmentLayout
 
     T = 13
-    lengths = torch.tensor([0, 1, 5, 12, 13])
-    last = SegmentLayout(lengths, T, causal, 1, "cpu").last.to(torch.int32)
-    reach = continuous_bwd.first_rows(last)
+    lengths = torch.tensor(lengths)
+    q_valid = None if q_lengths is None else torch.tensor(q_lengths)
+    last = SegmentLayout(lengths, Tq, causal, 1, "cpu", keys=T, q_valid=q_valid).last.to(torch.int32)
+    reach = continuous_bwd.first_rows(last, T)
     assert reach.shape == (len(lengths), T + 2) and reach.dtype == torch.int32
     for b in range(len(lengths)):
         for p in range(T + 2):

@@ -1,5 +1,5 @@
 """Queries at their own times (Tq != T): the exact path against the quadrature oracle, the
-self-attention call, gradients and the argument checks."""
+self-attention call, gradients and the argument checks (the kernel's: tests/test_kernel_cross.py)."""
 
 from __future__ import annotations
 
@@ -208,12 +208,3 @@ def test_clear_errors(change, match):
     kw.update(change)
     with pytest.raises(ValueError, match=match):
         continuous_attention(kw.pop("q"), kw.pop("k"), kw.pop("v"), backend="torch", **kw)
-
-
-def test_the_kernel_says_it_takes_self_attention_only_and_auto_falls_back():
-    pytest.importorskip("triton")
-    from ts_continuum.kernels.autograd import unsupported_reason
-
-    q = torch.zeros(1, 1, 3, 16)
-    assert "queries for 5 keys" in unsupported_reason(q, 16, 16, keys=5)
-    assert unsupported_reason(q, 16, 16, keys=3) == ""

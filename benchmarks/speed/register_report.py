@@ -27,8 +27,8 @@ from triton.compiler import ASTSource  # noqa: E402
 
 from ts_continuum.kernels import continuous_bwd, continuous_fwd, tuning  # noqa: E402
 
-SCALARS = dict(T="i32", H="i32", stride_delta_b="i32", stride_last_b="i32", stride_reach_b="i32", scale="fp32",
-               FIRST="i32", T_BUCKET="i32")
+SCALARS = dict(T="i32", TQ="i32", H="i32", stride_delta_b="i32", stride_last_b="i32", stride_reach_b="i32",
+               scale="fp32", FIRST="i32", T_BUCKET="i32", TQ_BUCKET="i32")
 INTEGER_TENSORS = {"LAST", "REACH"}
 TENSORS_IN_DTYPE = {"Q", "K", "V", "DO", "OUT", "DQ", "DK", "DV"}
 KERNELS = {  # name: (kernel, pointer arguments, candidate table, further constexprs)

@@ -4,13 +4,15 @@ Every backend is a callable ``(q, k_ext, v_ext, log_delta, layout, scale) -> out
 extended sequence prepared by :func:`continuous_attention`, so they share one preparation step
 and one test suite:
 
-- ``q``: (B, H, T, D) in the caller's dtype; ``k_ext``, ``v_ext``: (B, H, T+1, D|Dv), point 0 is
-  the sink point (for sink "none" a copy of point 1 whose segment is switched off);
+- ``q``: (B, H, Tq, D) in the caller's dtype (Tq = T for self-attention, any Tq otherwise);
+  ``k_ext``, ``v_ext``: (B, H, T+1, D|Dv), point 0 is the sink point (for sink "none" a copy of
+  point 1 whose segment is switched off);
 - ``log_delta``: (B|1, T) log segment lengths (float32, or float64 for float64 inputs);
   segment j (1-based) joins extended points j-1 and j;
 - ``layout``: :class:`SegmentLayout`: query row t integrates over segments
-  ``layout.first <= j <= layout.last[b, t]``; rows with no segment (``last < first``) output 0;
-- returns (B, H, T, Dv) in ``q``'s dtype or float32 (the op casts back), gradients to q, k_ext, v_ext.
+  ``layout.first <= j <= layout.last[b, t]`` (``last``: (B|1, Tq)); rows with no segment
+  (``last < first``) output 0;
+- returns (B, H, Tq, Dv) in ``q``'s dtype or float32 (the op casts back), gradients to q, k_ext, v_ext.
 """
 
 from __future__ import annotations
@@ -126,10 +128,8 @@ def triton_available(device: torch.device) -> tuple[bool, str]:
     )
 
 
-def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int, keys: int | None = None) -> Backend:
-    """The backend callable for ``name`` ("auto", "torch" or "triton") and these inputs (``keys``:
-    the number of keys, default the number of queries)."""
-    keys = q.shape[-2] if keys is None else keys
+def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int) -> Backend:
+    """The backend callable for ``name`` ("auto", "torch" or "triton") and these inputs."""
     check_choice("backend", name, BACKENDS)
     if name == "torch":
         return TorchPath(EAGER_KERNELS)
@@ -139,7 +139,7 @@ def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int, keys: int 
             raise ValueError(f"backend='triton' is unavailable: {why}")
         from ts_continuum.kernels.autograd import triton_backend, unsupported_reason
 
-        reason = unsupported_reason(q, head_dim, value_dim, keys)
+        reason = unsupported_reason(q, head_dim, value_dim)
         if reason:
             raise ValueError(f"backend='triton' does not support these inputs: {reason}; use backend='torch'")
         return triton_backend
@@ -147,7 +147,7 @@ def select(name: str, q: torch.Tensor, head_dim: int, value_dim: int, keys: int 
     if q.device.type == "cuda" and triton_available(q.device)[0]:
         from ts_continuum.kernels.autograd import triton_backend, unsupported_reason
 
-        if not unsupported_reason(q, head_dim, value_dim, keys):
+        if not unsupported_reason(q, head_dim, value_dim):
             return triton_backend
     if compile_enabled() and not torch.compiler.is_compiling():
         return compiled_torch_path()

@@ -130,7 +130,7 @@ def attend(
     if times is not None:
         times = times.detach().to(torch.float64)
 
-    impl = backends.select(backend, q, D, v.shape[-1], keys=T)
+    impl = backends.select(backend, q, D, v.shape[-1])
     first = 2 if sink == "none" else 1
     layout = SegmentLayout(lengths, Tq, causal, first, q.device, keys=T, q_valid=q_lengths)
     q_pad = None

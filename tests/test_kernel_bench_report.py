@@ -14,8 +14,8 @@ from benchmarks.speed import kernel_bench
 
 def synthetic_rows():
     rows = []
-    for T in (256, 1024):
-        shape = dict(group="long", B=4, H=16, T=T, D=64, causal=False)
+    for group, Tq, T in (("long", 256, 256), ("long", 1024, 1024), ("cross", 24, 1024)):
+        shape = dict(group=group, B=4, H=16, T=T, Tq=Tq, D=64, causal=False)
         rows += [
             dict(shape, method="kernel", fwd_ms=2.0, bwd_ms=6.0, fwd_bwd_ms=8.0, fwd_ratio=0.3, bwd_ratio=0.2,
                  fwd_bwd_ratio=0.25, fwd_bwd_tflops=50.0, peak_mib=100.0),
@@ -37,7 +37,18 @@ def test_markdown_and_plot_take_every_method(tmp_path):
     widths = {line.count("|") for line in table}
     assert len(widths) == 1, f"rows of different widths: {widths}"
     assert any("kernel_atomic_dq" in line and "| 1.50 |" in line for line in table)
+    assert any(line.startswith("| cross | 4 | 16 | 24 | 1024 |") for line in table)
     assert (tmp_path / "k.png").stat().st_size > 10_000
+
+
+def test_cross_group_times_forecast_queries_over_long_keys():
+    """Tq in 1, 24, 96 over keys up to 4096, non-causal (the op refuses causal with Tq != T), in
+    the quick run that gpu_check.sh makes; softmax FLOPs count Tq x T scores."""
+    cross = [s for s in kernel_bench.shapes(quick=True) if s["group"] == "cross"]
+    assert {s["Tq"] for s in cross} == {1, 24, 96} and max(s["T"] for s in cross) == 4096
+    assert not any(s["causal"] for s in cross)
+    s = cross[0]
+    assert kernel_bench.softmax_flops(s)["fwd_ms"] == 4 * s["B"] * s["H"] * s["Tq"] * s["T"] * s["D"]
 
 
 def test_results_are_replaced_whole_or_not_at_all(tmp_path):

@@ -9,12 +9,15 @@ For each shape it times forward, backward and forward+backward of
   - ``exact``: continuous_attention(backend="torch"), the exact chunked path, where its cost
     (B·H·T² score elements) stays under --exact-cap,
 and reports milliseconds, the speed ratio to SDPA (SDPA time / time, so 0.5 = half SDPA's speed),
-softmax-equivalent TFLOP/s (4·B·H·T²·D forward, halved when causal; backward 2.5x that) and the
+softmax-equivalent TFLOP/s (4·B·H·Tq·T·D forward, Tq = T but for the cross group, halved when causal;
+backward 2.5x that) and the
 peak memory of one forward+backward, also as the memory it adds to what was already allocated
 (inputs, and workspaces earlier methods left in the allocator). Each timed repeat is synchronised,
 so a time is the op's latency, host-side work included: at the short time-series lengths
 (T <= 96) that overhead, not the GPU, dominates both methods. Shapes: long sequences at a constant token count
-(T in 256..16384, D in 64/128) and time-series shapes (short T, small D, B·H in the thousands).
+(T in 256..16384, D in 64/128), queries at their own times (group "cross": Tq in 1, 24, 96 forecast
+queries over T up to 4096 keys, non-causal, as many keys in all as the long group's) and time-series
+shapes (short T, small D, B·H in the thousands).
 
 Writes OUT_DIR/kernel_bench.json, kernel_bench.md (with date, device, versions and the command)
 and kernel_bench.png (speed ratio vs T), rewritten after every shape so that a run cut short by a
@@ -52,6 +55,11 @@ TS_HEADS = 16
 TS_SERIES = 128 * 21  # PatchTST on Weather: 128 windows x 21 channels, 16 heads
 QUICK_TS_T = [42, 96, 336, 720]
 QUICK_TS_D = [4, 64]
+CROSS_TQ = [1, 24, 96]  # one query (the next value), a day of hours, a forecast horizon
+CROSS_T = [256, 1024, 4096]
+QUICK_CROSS_T = [1024, 4096]
+CROSS_D = [64, 128]
+QUICK_CROSS_D = [64]
 
 
 def shapes(quick: bool) -> list[dict]:
@@ -59,11 +67,15 @@ def shapes(quick: bool) -> list[dict]:
     for D in LONG_D:
         for T in LONG_T:
             bh = LONG_TOKENS // T
-            out += [dict(group="long", B=bh // 16, H=16, T=T, D=D, causal=c) for c in (False, True)]
+            out += [dict(group="long", B=bh // 16, H=16, T=T, Tq=T, D=D, causal=c) for c in (False, True)]
+    for D in QUICK_CROSS_D if quick else CROSS_D:
+        for T in QUICK_CROSS_T if quick else CROSS_T:
+            bh = LONG_TOKENS // T
+            out += [dict(group="cross", B=bh // 16, H=16, T=T, Tq=Tq, D=D, causal=False) for Tq in CROSS_TQ]
     for D in QUICK_TS_D if quick else TS_D:
         for T in QUICK_TS_T if quick else TS_T:
             B = TS_SERIES // 8 if quick else TS_SERIES  # quick: an eighth of the series, still thousands of B·H
-            out += [dict(group="time-series", B=B, H=TS_HEADS, T=T, D=D, causal=c) for c in (False, True)]
+            out += [dict(group="time-series", B=B, H=TS_HEADS, T=T, Tq=T, D=D, causal=c) for c in (False, True)]
     return out
 
 
@@ -141,14 +153,15 @@ def measure(attn, q, k, v, do, budget_ms: float, modes: tuple[str, ...]) -> dict
 
 
 def softmax_flops(s: dict) -> dict:
-    fwd = 4 * s["B"] * s["H"] * s["T"] ** 2 * s["D"] * (0.5 if s["causal"] else 1.0)
+    fwd = 4 * s["B"] * s["H"] * s["Tq"] * s["T"] * s["D"] * (0.5 if s["causal"] else 1.0)
     return dict(fwd_ms=fwd, bwd_ms=2.5 * fwd, fwd_bwd_ms=3.5 * fwd)
 
 
 def run_shape(s: dict, dtype, exact_cap: float, budget_ms: float, quick: bool) -> list[dict]:
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v, do = (
-        torch.randn(s["B"], s["H"], s["T"], s["D"], device="cuda", generator=g).to(dtype) for _ in range(4)
+        torch.randn(s["B"], s["H"], rows, s["D"], device="cuda", generator=g).to(dtype)
+        for rows in (s["Tq"], s["T"], s["T"], s["Tq"])
     )
     for t in (q, k, v):
         t.requires_grad_(True)
@@ -156,8 +169,8 @@ def run_shape(s: dict, dtype, exact_cap: float, budget_ms: float, quick: bool) -
     flops = softmax_flops(s)
     for name, attn in methods(s["causal"]).items():
         row = dict(s, method=name)
-        if name == "exact" and s["B"] * s["H"] * s["T"] ** 2 > exact_cap:
-            row["skipped"] = f"B·H·T² above --exact-cap {exact_cap:.0e}"
+        if name == "exact" and s["B"] * s["H"] * s["Tq"] * s["T"] > exact_cap:
+            row["skipped"] = f"B·H·Tq·T above --exact-cap {exact_cap:.0e}"
         else:
             try:
                 modes = ("fwd", "bwd", "fwd_bwd")
@@ -234,12 +247,13 @@ def write_markdown(path: Path, env: dict, rows: list[dict]) -> None:
         "forward+backward; kernel_atomic_dq = the kernel with TS_CONTINUUM_DQ=atomic; bwd x pass = the dQ-pass "
         "backward time / the atomic backward time (above 1: atomic is faster).",
         "",
-        "| group | B | H | T | D | causal | method | fwd ms | bwd ms | fwd+bwd ms | fwd ratio | bwd ratio "
+        "| group | B | H | Tq | T | D | causal | method | fwd ms | bwd ms | fwd+bwd ms | fwd ratio | bwd ratio "
         "| fwd+bwd ratio | fwd+bwd TFLOP/s | peak MiB | added MiB | fwd+bwd x exact | bwd x pass |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        head = f"| {r['group']} | {r['B']} | {r['H']} | {r['T']} | {r['D']} | {r['causal']} | {r['method']} "
+        head = (f"| {r['group']} | {r['B']} | {r['H']} | {r.get('Tq', r['T'])} | {r['T']} | {r['D']} | {r['causal']} "
+                f"| {r['method']} ")
         if "skipped" in r:
             lines.append(head + f"| skipped: {r['skipped']} |" + " |" * 10)
             continue
@@ -261,17 +275,20 @@ def write_plot(path: Path, env: dict, rows: list[dict]) -> None:
     series: dict[tuple, list] = {}
     for r in rows:
         if r["method"] in ("kernel", "kernel_atomic_dq") and "fwd_bwd_ratio" in r:
-            series.setdefault((r["method"], r["group"], r["D"], r["causal"]), []).append((r["T"], r["fwd_bwd_ratio"]))
+            queries = f" Tq={r['Tq']}" if r["group"] == "cross" else ""
+            key = (r["method"], r["group"] + queries, r["D"], r["causal"])
+            series.setdefault(key, []).append((r["T"], r["fwd_bwd_ratio"]))
+    lines = {"long": "-", "time-series": "--"}
     for (method, group, D, causal), pts in sorted(series.items()):
         pts.sort()
-        style = ("-" if group == "long" else "--") + ("o" if method == "kernel" else "x")
+        style = lines.get(group, ":") + ("o" if method == "kernel" else "x")
         dq = "dQ pass" if method == "kernel" else "dQ atomic"
         ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
                 label=f"{group} D={D} {'causal' if causal else 'bidir'}, {dq}")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.axhline(0.5, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("sequence length T")
+    ax.set_xlabel("sequence length T (keys)")
     ax.set_ylabel("forward+backward speed / SDPA-flash")
     ax.set_title(f"continuous kernel vs SDPA-flash, {env['device']}, {env['date'][:10]}", fontsize=9)
     ax.legend(fontsize=7)
@@ -287,7 +304,7 @@ def main(argv: list[str]) -> int:
                    help="fewer and smaller time-series shapes, shorter timing budgets, exact path timed fwd+bwd only")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     p.add_argument("--exact-cap", type=float, default=None,
-                   help="largest B·H·T² for the exact path (default 1.5e9 with --quick, else 2^33)")
+                   help="largest B·H·Tq·T for the exact path (default 1.5e9 with --quick, else 2^33)")
     args = p.parse_args(argv[1:])
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
         print("kernel_bench needs a CUDA GPU and compiled Triton (TRITON_INTERPRET unset)", file=sys.stderr)

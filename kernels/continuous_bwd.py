@@ -239,7 +239,7 @@ def _dq_kernel(
     delta_base = LOG2_DELTA + b * stride_delta_b
 
     dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    start, end, stop = block_ranges(last, FIRST, BLOCK_N)  # three straight-line loops, as the forward's
+    start, end, stop = block_ranges(last, row_in, FIRST, BLOCK_N)  # three straight-line loops, as the forward's
     for j0 in range(1, start, BLOCK_N):
         dq = _dq_block(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
                        HEAD_DIM, DOT_PRECISION, BLOCK_N, True)

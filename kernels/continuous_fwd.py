@@ -80,12 +80,15 @@ def segment_products(
 
 
 @triton.jit
-def block_ranges(last, FIRST, BLOCK_N: tl.constexpr):
+def block_ranges(last, row_in, FIRST, BLOCK_N: tl.constexpr):
     """Bounds (interior_start, interior_end, stop) that split the segment blocks j0 = 1, 1 + BLOCK_N, ..
     a query block takes into masked blocks [1, interior_start), interior blocks [interior_start,
     interior_end) and masked blocks [interior_end, stop). Interior: every row integrates over every
     segment of the block, so it needs no masks (15 % fewer instructions per element:
-    benchmarks/speed/sass_report.py). Rows beyond TQ have last = 0, so partial row blocks have none.
+    benchmarks/speed/sass_report.py). Padded query rows (last = 0) keep a block masked, as their output
+    must be 0; rows beyond TQ (``row_in`` false, never stored) do not: their zero queries give
+    finite scores, so a partial row block (every block when TQ < BLOCK_M, as for a few forecast
+    queries) still takes the interior path.
 
     Why three loops rather than one loop that branches per block: Triton software-pipelines only
     straight-line loop bodies (cp.async prefetch of the next K/V tiles) reliably; with a branch in
@@ -94,7 +97,8 @@ def block_ranges(last, FIRST, BLOCK_N: tl.constexpr):
     instructions per element fewer at D = 64."""
     stop = tl.max(last, 0) + 1
     start = 1 + tl.cdiv(FIRST - 1, BLOCK_N) * BLOCK_N  # the first block with j0 >= FIRST
-    end = 1 + (tl.min(last, 0) // BLOCK_N) * BLOCK_N  # blocks before it end by every row's last
+    fewest = tl.min(tl.where(row_in, last, stop - 1), 0)
+    end = 1 + (fewest // BLOCK_N) * BLOCK_N  # blocks before it end by every stored row's last
     has = end > start
     return tl.where(has, start, stop), tl.where(has, end, stop), stop
 
@@ -149,7 +153,7 @@ def _forward_kernel(
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     # Segments beyond the block's largest `last` take no part: the causal and ragged saving.
     # Blocks in order, as one loop would take them; interior blocks skip the masks.
-    start, end, stop = block_ranges(last, FIRST, BLOCK_N)
+    start, end, stop = block_ranges(last, row_in, FIRST, BLOCK_N)
     for j0 in range(1, start, BLOCK_N):
         m_i, z_i, acc = _forward_block(q, k_base, v_base, delta_base, j0, last, m_i, z_i, acc, T, scale,
                                        FIRST, HEAD_DIM, DOT_PRECISION, BLOCK_N, True)

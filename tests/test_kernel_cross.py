@@ -18,9 +18,11 @@ from kernel_cases import (  # noqa: E402
     INTERPRET, SINKS, assert_float32_match, assert_half_match, gpu, make_case, needs_gpu, run,
 )
 
+import triton.language as tl  # noqa: E402,F401  (visible to the jit spies below, as the interpreter requires)
+
 from ts_continuum import continuous_attention  # noqa: E402
 from ts_continuum.attention import backends  # noqa: E402
-from ts_continuum.kernels import continuous_bwd, tuning  # noqa: E402
+from ts_continuum.kernels import continuous_bwd, continuous_fwd, tuning  # noqa: E402
 from ts_continuum.kernels.autograd import triton_backend  # noqa: E402
 
 # (Tq, T, key lengths, query lengths): fewer queries than keys and more, both ragged (a batch row
@@ -101,6 +103,46 @@ def test_backend_triton_takes_queries_at_their_own_times(monkeypatch):
     tensors, kw = make_case(B=1, H=1, T=6, Tq=3, seed=2)
     out = continuous_attention(*tensors[:3], backend="triton", **kw)
     assert chosen == [triton_backend] and out.shape == (1, 1, 3, 16)
+
+
+# The interpreter runs a jit function's source in its module's globals: the spies, the functions
+# they wrap and what they record live here.
+MASKED_FLAGS: dict[str, list[bool]] = {"forward": [], "dq": []}
+_FORWARD_BLOCK = continuous_fwd._forward_block
+_DQ_BLOCK = continuous_bwd._dq_block
+
+
+@triton.jit
+def _forward_block_spy(q, k_base, v_base, delta_base, j0, last, m_i, z_i, acc, T, scale, FIRST,
+                       HEAD_DIM, DOT_PRECISION, BLOCK_N, MASKED):
+    MASKED_FLAGS["forward"].append(bool(getattr(MASKED, "value", MASKED)))
+    return _FORWARD_BLOCK(q, k_base, v_base, delta_base, j0, last, m_i, z_i, acc, T, scale, FIRST,
+                          HEAD_DIM, DOT_PRECISION, BLOCK_N, MASKED)
+
+
+@triton.jit
+def _dq_block_spy(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
+                  HEAD_DIM, DOT_PRECISION, BLOCK_N, MASKED):
+    MASKED_FLAGS["dq"].append(bool(getattr(MASKED, "value", MASKED)))
+    return _DQ_BLOCK(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T, scale, FIRST,
+                     HEAD_DIM, DOT_PRECISION, BLOCK_N, MASKED)
+
+
+@pytest.mark.skipif(not INTERPRET, reason="spies on the kernels' Python source (interpreter only)")
+@pytest.mark.parametrize("q_lengths,masked", [(None, 0), ([20], 4)])
+def test_rows_beyond_the_queries_leave_blocks_interior(monkeypatch, q_lengths, masked):
+    """24 queries in 16-row blocks over 64 keys: the second query block has 8 rows beyond Tq, which
+    are never stored and must not send its 4 segment blocks down the masked path (the forward and
+    dQ loops; with few forecast queries every block is such a partial one). Padded query rows
+    (q_lengths) must: their output is 0."""
+    for seen in MASKED_FLAGS.values():
+        seen.clear()
+    monkeypatch.setattr(continuous_fwd, "_forward_block", _forward_block_spy)
+    monkeypatch.setattr(continuous_bwd, "_dq_block", _dq_block_spy)
+    tensors, kw = make_case(B=1, H=1, T=64, Tq=24, q_lengths=q_lengths, seed=5)
+    assert_float32_match(tensors, "zero", **kw)
+    for name, seen in MASKED_FLAGS.items():
+        assert len(seen) == 8 and sum(seen) == masked, f"{name}: masked flags {seen}"
 
 
 # ---- GPU only (benchmarks/gpu_check.sh) ----

@@ -21,13 +21,19 @@ key axis would shift without a product or the rounding, but in the forward it co
 products it saved (continuous_fwd.py). Neighbour scores and values come from K and V loaded twice,
 aligned and shifted by one row, as in the forward.
 
-dQ has two implementations (``TS_CONTINUUM_DQ``): ``pass`` (default), the separate dQ pass, which
-evaluates the segment moments a second time; and ``atomic``, which adds each tile's dQ share from
-the dK/dV pass into a float32 buffer with atomics, as FlashAttention-2 does, so the moments are
-evaluated once in the backward. ``atomic`` needs about 35 % fewer backward instructions per score
-element at D = 64 (benchmarks/speed/sass_report.py) but its sums depend on scheduling (not bitwise
-reproducible), and its
-speed against ``pass`` is for a GPU to decide (benchmarks/speed/kernel_bench.py times both).
+dQ has three implementations (``TS_CONTINUUM_DQ``):
+
+- ``atomic`` (default): the dK/dV pass adds each tile's dQ share into a float32 buffer with atomics,
+  as FlashAttention-2 does, so the backward evaluates the segment moments once, not twice (the
+  forward+backward 26 % fewer instructions per score element at D = 64: benchmarks/speed/sass_report.py).
+  Its sums depend on the order the programs run in: not bitwise reproducible.
+- ``deterministic``: the same, but the key blocks add to each query tile in key order, each
+  waiting on a per-tile counter for its predecessor (FlashAttention-3's deterministic backward), so
+  two runs give the same bits. The default instead when ``torch.use_deterministic_algorithms`` is on.
+- ``pass``: a separate dQ pass that evaluates the moments a second time; reproducible too.
+
+The scale is applied to dQ once, at the end, rather than to every tile. Which of ``deterministic``
+and ``pass`` is faster is for a GPU to say (benchmarks/speed/kernel_bench.py times every mode).
 """
 
 from __future__ import annotations
@@ -42,13 +48,14 @@ from .continuous_fwd import (
     batch_stride, block_ranges, dot_precision, load_segments, load_vector, query_program,
     segment_products,
 )
-from .moments import all_moments, segment_shape
+from .moments import FAST_ASM, all_moments, segment_shape
 from .tuning import DYNAMIC, KEY_MAJOR, KEY_MAJOR_ATOMIC_DQ, QUERY_MAJOR, TunedKernel, length_bucket
 
 PREPROCESS_ROWS = 64
-DQ_MODES = ("pass", "atomic")
-# read from the environment once, at import; tests and benchmarks set the attribute itself
-DQ_MODE = os.environ.get("TS_CONTINUUM_DQ", "pass")
+DQ_MODES = ("atomic", "deterministic", "pass")
+# read from the environment once, at import; tests and benchmarks set the attribute itself.
+# None: "atomic", or "deterministic" while torch.use_deterministic_algorithms is on.
+DQ_MODE = os.environ.get("TS_CONTINUUM_DQ") or None
 
 
 @triton.jit(do_not_specialize=["TQ", "H"])
@@ -60,6 +67,40 @@ def _preprocess_kernel(OUT, DO, DELTA, TQ, H, HEAD_DIM: tl.constexpr, BLOCK_M: t
     o = tl.load(OUT + offs, mask=mask, other=0.0).to(tl.float32)
     do = tl.load(DO + offs, mask=mask, other=0.0).to(tl.float32)
     tl.store(DELTA + bh * TQ + rows, tl.sum(o * do, 1), mask=rows < TQ)
+
+
+@triton.jit
+def wait_for_turn(turn, count):
+    """Spin until every warp of ``count`` earlier programs has passed ``*turn`` (pass_turn), with
+    acquire semantics: their additions are then visible.
+
+    Why PTX rather than a Triton ``while`` with atomics: a loop nested in the dK/dV loop's body, and
+    a CTA-wide barrier there (tl.debug_barrier), stopped Triton (3.6 and 3.9) from software-
+    pipelining the loop's Q/dO loads (LDG instead of LDGSTS: benchmarks/sass_report.py). So each
+    warp releases on its own (pass_turn) and waiters count warps: %ntid.x / 32 per program. The
+    interpreter runs programs one after another (a program's predecessors have finished when it
+    runs) and counts programs."""
+    if FAST_ASM:
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; .reg .u32 v, n; mov.u32 n, %ntid.x; shr.u32 n, n, 5; mul.lo.u32 n, n, $2; "
+            "WAIT: ld.acquire.gpu.global.u32 v, [$1]; setp.lt.u32 p, v, n; @p bra WAIT; mov.u32 $0, v; }",
+            "=r,l,r", [turn, count], dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        while tl.atomic_add(turn, 0) < count:
+            pass
+
+
+@triton.jit
+def pass_turn(turn):
+    """Add 1 to ``*turn`` per warp (release), once the warp's lanes have issued their additions
+    (bar.warp.sync orders them before lane 0's release)."""
+    if FAST_ASM:
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; .reg .u32 lane; bar.warp.sync -1; mov.u32 lane, %laneid; setp.eq.u32 p, lane, 0; "
+            "@p red.release.gpu.global.add.u32 [$1], 1; mov.u32 $0, 0; }",
+            "=r,l", [turn], dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.atomic_add(turn, 1)
 
 
 @triton.jit
@@ -85,12 +126,12 @@ def _segment_gradients(
 
 @triton.jit
 def _dkdv_block(
-    Q, DO, LSE, DELTA, DQ, LAST, qd_base, lse_base, last_base, m0, seg, TQ, FIRST, scale,
+    Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, lse_base, last_base, m0, seg, TQ, FIRST, scale, key_block,
     k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, ATOMIC_DQ: tl.constexpr,
-    MASKED: tl.constexpr,
+    ORDERED_DQ: tl.constexpr, MASKED: tl.constexpr,
 ):
-    """Query block m0's contribution to the resident points' dK, dV (and to its rows' dQ)."""
+    """Query block m0's contribution to the resident points' dK, dV (and to its rows' dQ, unscaled)."""
     rows = m0 + tl.arange(0, BLOCK_M)
     offs = qd_base + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
     last = rows  # read only when MASKED
@@ -117,10 +158,15 @@ def _dkdv_block(
     if ATOMIC_DQ:
         dq = tl.dot(da_l.to(q.dtype), k_l_dq, input_precision=DOT_PRECISION)
         dq = tl.dot(da_r.to(q.dtype), k_r_dq, dq, input_precision=DOT_PRECISION)
+        if ORDERED_DQ:  # wait until key blocks 0 .. key_block - 1 have added theirs (query_block_ranges)
+            turn = TURN + lse_base + m0
+            wait_for_turn(turn, key_block)
         if MASKED:
-            tl.atomic_add(DQ + offs, dq * scale, mask=(rows < TQ)[:, None], sem="relaxed")
+            tl.atomic_add(DQ + offs, dq, mask=(rows < TQ)[:, None], sem="relaxed")
         else:
-            tl.atomic_add(DQ + offs, dq * scale, sem="relaxed")
+            tl.atomic_add(DQ + offs, dq, sem="relaxed")
+        if ORDERED_DQ:
+            pass_turn(turn)
     return dk, dv
 
 
@@ -130,7 +176,11 @@ def query_block_ranges(reach, p0, T, FIRST, BLOCK_M: tl.constexpr, BLOCK_N: tl.c
     (T keys): masked [start, begin), interior [begin, end), masked [end, stop).
 
     ``reach[p]`` (first_rows) is the first query row whose last segment is >= p, ``reach[T + 1]``
-    the number of rows that take any segment: rows [reach[p], reach[T + 1]) take segment p."""
+    the number of rows that take any segment: rows [reach[p], reach[T + 1]) take segment p.
+
+    ``start`` never decreases with p0 and ``stop`` is the same for every tile, so the tiles that
+    visit a query block are a prefix 0, 1, .. of the tiles: tile n is the (n + 1)-th to visit it
+    (ordered dQ relies on that)."""
     rows = tl.load(reach + T + 1)
     start = (tl.load(reach + p0) // BLOCK_M) * BLOCK_M
     stop = tl.cdiv(rows, BLOCK_M) * BLOCK_M
@@ -142,14 +192,15 @@ def query_block_ranges(reach, p0, T, FIRST, BLOCK_M: tl.constexpr, BLOCK_N: tl.c
 
 @triton.jit(do_not_specialize=DYNAMIC + ["stride_reach_b"])
 def _dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, LOG2_DELTA, LAST, REACH, DK, DV, DQ,
+    Q, K, V, DO, LSE, DELTA, LOG2_DELTA, LAST, REACH, DK, DV, DQ, TURN,
     T, TQ, H, stride_delta_b, stride_last_b, stride_reach_b, scale, FIRST, T_BUCKET, TQ_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    ATOMIC_DQ: tl.constexpr,
+    ATOMIC_DQ: tl.constexpr, ORDERED_DQ: tl.constexpr,
 ):
     pid = tl.program_id(0)
     blocks = tl.cdiv(T + 1, BLOCK_N - 1)
-    p0 = (pid % blocks) * (BLOCK_N - 1)  # owns points p0 .. p0 + BLOCK_N - 2
+    key_block = pid % blocks  # key blocks fastest: a block's predecessors have lower program ids
+    p0 = key_block * (BLOCK_N - 1)  # owns points p0 .. p0 + BLOCK_N - 2
     bh = (pid // blocks).to(tl.int64)
     b = bh // H
     cols = tl.arange(0, BLOCK_N)
@@ -182,17 +233,17 @@ def _dkdv_kernel(
     # Blocks whose rows reach none of the tile's segments are not visited.
     start, begin, end, stop = query_block_ranges(REACH + b * stride_reach_b, p0, T, FIRST, BLOCK_M, BLOCK_N)
     for m0 in range(start, begin, BLOCK_M):
-        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST, scale,
-                             k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
-                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, True)
+        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST,
+                             scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
+                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, True)
     for m0 in range(begin, end, BLOCK_M):
-        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST, scale,
-                             k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
-                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, False)
+        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST,
+                             scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
+                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, False)
     for m0 in range(end, stop, BLOCK_M):
-        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST, scale,
-                             k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
-                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, True)
+        dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST,
+                             scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
+                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, True)
 
     point = p0 + cols
     own = (cols < BLOCK_N - 1) & (point <= T)
@@ -253,14 +304,20 @@ def _dq_kernel(
 
 
 _DKDV = TunedKernel(_dkdv_kernel, KEY_MAJOR)
-# reset_to_zero: the autotuner's timing runs would otherwise add into DQ too.
+# reset_to_zero: the autotuner's timing runs would otherwise add into DQ too (and, ordered, find
+# the turn counters at their end and never wait).
 _DKDV_ATOMIC_DQ = TunedKernel(_dkdv_kernel, KEY_MAJOR_ATOMIC_DQ, reset_to_zero=["DQ"], name="_dkdv_kernel+atomic_dq")
+_DKDV_ORDERED_DQ = TunedKernel(_dkdv_kernel, KEY_MAJOR_ATOMIC_DQ, reset_to_zero=["DQ", "TURN"],
+                               name="_dkdv_kernel+ordered_dq")
 _DQ = TunedKernel(_dq_kernel, QUERY_MAJOR)
 
 
 def dq_mode() -> str:
+    """The dQ implementation this backward takes (module docstring)."""
+    if DQ_MODE is None:
+        return "deterministic" if torch.are_deterministic_algorithms_enabled() else "atomic"
     if DQ_MODE not in DQ_MODES:
-        raise ValueError(f"TS_CONTINUUM_DQ must be one of {', '.join(DQ_MODES)}; got {DQ_MODE!r}")
+        raise ValueError(f"TS_CONTINUUM_DQ must be one of {', '.join(DQ_MODES)} (or unset); got {DQ_MODE!r}")
     return DQ_MODE
 
 
@@ -300,12 +357,18 @@ def backward(
     reach = first_rows(last, T)
     shared_kv = (T, Tq, H, batch_stride(log2_delta), batch_stride(last), batch_stride(reach), scale, first,
                  *buckets)
-    if dq_mode() == "atomic":
+    mode = dq_mode()
+    if mode != "pass":
         dq32 = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
-        _DKDV_ATOMIC_DQ.launch(grid_kv, D, q.dtype, *inputs, reach, dk, dv, dq32, *shared_kv, **meta, ATOMIC_DQ=True)
-        return dq32.to(q.dtype), dk, dv
+        ordered = mode == "deterministic"
+        turn = torch.zeros(B * H, Tq, device=q.device, dtype=torch.int32) if ordered else reach  # unused: any int
+        kernel = _DKDV_ORDERED_DQ if ordered else _DKDV_ATOMIC_DQ
+        kernel.launch(grid_kv, D, q.dtype, *inputs, reach, dk, dv, dq32, turn, *shared_kv, **meta, ATOMIC_DQ=True,
+                      ORDERED_DQ=ordered)
+        return dq32.mul_(scale).to(q.dtype), dk, dv
     dq = torch.empty_like(q)
-    _DKDV.launch(grid_kv, D, q.dtype, *inputs, reach, dk, dv, dq, *shared_kv, **meta, ATOMIC_DQ=False)
+    _DKDV.launch(grid_kv, D, q.dtype, *inputs, reach, dk, dv, dq, reach, *shared_kv, **meta, ATOMIC_DQ=False,
+                 ORDERED_DQ=False)
     grid_q = lambda m: (triton.cdiv(Tq, m["BLOCK_M"]) * B * H,)  # noqa: E731
     _DQ.launch(grid_q, D, q.dtype, *inputs, dq, *shared, **meta)
     return dq, dk, dv

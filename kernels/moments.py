@@ -16,7 +16,7 @@ import triton.language as tl
 
 LOG2E = tl.constexpr(1.4426950408889634)
 # The Triton interpreter cannot run PTX; it takes the plain division (same value to 1 ulp).
-FAST_RECIPROCAL = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1")
+FAST_ASM = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1")
 
 
 @triton.jit
@@ -32,7 +32,7 @@ def exp(x):
 def reciprocal(x):
     """1/x as one MUFU.RCP (rcp.approx.ftz, 1 ulp); ``1.0 / x`` compiles to div.full, 9 instructions
     with its range fix-ups. Used for u <= -1, far from where approximation or ftz would matter."""
-    if FAST_RECIPROCAL:
+    if FAST_ASM:
         r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
                                       is_pure=True, pack=1)
     else:

@@ -19,8 +19,10 @@ def synthetic_rows():
         rows += [
             dict(shape, method="kernel", fwd_ms=2.0, bwd_ms=6.0, fwd_bwd_ms=8.0, fwd_ratio=0.3, bwd_ratio=0.2,
                  fwd_bwd_ratio=0.25, fwd_bwd_tflops=50.0, peak_mib=100.0),
-            dict(shape, method="kernel_atomic_dq", bwd_ms=4.0, fwd_bwd_ms=6.0, bwd_ratio=0.3, fwd_bwd_ratio=0.33,
-                 peak_mib=120.0, bwd_speedup_vs_pass=1.5),
+            dict(shape, method="kernel_deterministic_dq", bwd_ms=4.0, fwd_bwd_ms=6.0, bwd_ratio=0.3,
+                 fwd_bwd_ratio=0.33, peak_mib=120.0, bwd_speedup_vs_pass=1.5),
+            dict(shape, method="kernel_dq_pass", bwd_ms=6.0, fwd_bwd_ms=8.0, bwd_ratio=0.2, fwd_bwd_ratio=0.25,
+                 peak_mib=100.0),
             dict(shape, method="sdpa", fwd_ms=0.5, bwd_ms=1.2, fwd_bwd_ms=2.0, peak_mib=90.0),
             dict(shape, method="exact", skipped="B·H·T² above --exact-cap 1e+09"),
         ]
@@ -36,7 +38,7 @@ def test_markdown_and_plot_take_every_method(tmp_path):
     table = [line for line in (tmp_path / "k.md").read_text().splitlines() if line.startswith("|")]
     widths = {line.count("|") for line in table}
     assert len(widths) == 1, f"rows of different widths: {widths}"
-    assert any("kernel_atomic_dq" in line and "| 1.50 |" in line for line in table)
+    assert any("kernel_deterministic_dq" in line and "| 1.50 |" in line for line in table)
     assert any(line.startswith("| cross | 4 | 16 | 24 | 1024 |") for line in table)
     assert (tmp_path / "k.png").stat().st_size > 10_000
 

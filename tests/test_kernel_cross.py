@@ -73,10 +73,12 @@ def test_float16_within_flash_attention_rule(Tq, T, lengths, q_lengths):
     assert_half_match(tensors, "learned", torch.float16, atol=2e-3, **kw)
 
 
+@pytest.mark.parametrize("mode", ["pass", "deterministic"])
 @pytest.mark.parametrize("Tq,T,lengths,q_lengths", CROSS)
-def test_atomic_dq_float32(monkeypatch, Tq, T, lengths, q_lengths):
-    """TS_CONTINUUM_DQ=atomic adds dQ from the dK/dV pass, which loops over the Tq query rows."""
-    monkeypatch.setattr(continuous_bwd, "DQ_MODE", "atomic")
+def test_other_dq_modes_float32(monkeypatch, mode, Tq, T, lengths, q_lengths):
+    """The default (atomic) dQ runs in every other test; the dQ pass loops over the keys, the
+    deterministic one-pass mode over the Tq query rows in turn."""
+    monkeypatch.setattr(continuous_bwd, "DQ_MODE", mode)
     tensors, kw = make_case(B=2, H=2, T=T, Tq=Tq, lengths=lengths, q_lengths=q_lengths, seed=21)
     assert_float32_match(tensors, "learned", **kw)
 
@@ -133,10 +135,11 @@ def _dq_block_spy(q, do, lse, delta, k_base, v_base, delta_base, j0, last, dq, T
 def test_rows_beyond_the_queries_leave_blocks_interior(monkeypatch, q_lengths, masked):
     """24 queries in 16-row blocks over 64 keys: the second query block has 8 rows beyond Tq, which
     are never stored and must not send its 4 segment blocks down the masked path (the forward and
-    dQ loops; with few forecast queries every block is such a partial one). Padded query rows
+    dQ pass's loops; with few forecast queries every block is such a partial one). Padded query rows
     (q_lengths) must: their output is 0."""
     for seen in MASKED_FLAGS.values():
         seen.clear()
+    monkeypatch.setattr(continuous_bwd, "DQ_MODE", "pass")
     monkeypatch.setattr(continuous_fwd, "_forward_block", _forward_block_spy)
     monkeypatch.setattr(continuous_bwd, "_dq_block", _dq_block_spy)
     tensors, kw = make_case(B=1, H=1, T=64, Tq=24, q_lengths=q_lengths, seed=5)

@@ -19,7 +19,7 @@ triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402,F401  (visible to the jit spies below, as the interpreter requires)
 
 from kernel_cases import (  # noqa: E402
-    DEVICE, INTERPRET, SINKS, assert_float32_match, assert_half_match, gpu, make_case, needs_gpu, run,
+    DEVICE, INTERPRET, NAMES, SINKS, assert_float32_match, assert_half_match, gpu, make_case, needs_gpu, run,
 )
 
 from ts_continuum import continuous_attention  # noqa: E402
@@ -163,33 +163,55 @@ def test_each_pass_takes_the_moment_series_meant_for_its_precision(monkeypatch, 
         assert seen and set(seen) == {short}, f"{name} pass took SHORT={sorted(set(seen))} for {dtype}"
 
 
+class NoDqPass:
+    def launch(self, *args, **kwargs):
+        raise AssertionError("the dQ pass ran in a one-pass mode")
+
+
 @pytest.fixture
-def atomic_dq(monkeypatch):
-    """TS_CONTINUUM_DQ=atomic, with the dQ pass made to fail if it still ran."""
+def default_dq(monkeypatch):
+    """TS_CONTINUUM_DQ unset (whatever the calling shell says), as every other test here runs."""
+    monkeypatch.setattr(continuous_bwd, "DQ_MODE", None)
 
-    class NoDqPass:
-        def launch(self, *args, **kwargs):
-            raise AssertionError("the dQ pass ran in atomic mode")
 
-    monkeypatch.setattr(continuous_bwd, "DQ_MODE", "atomic")
+@pytest.fixture(params=["pass", "deterministic"])
+def other_dq(request, monkeypatch):
+    """The dQ modes other than the default atomic one, which every other test here runs; the dQ
+    pass is made to fail if it ran in the one-pass mode."""
+    monkeypatch.setattr(continuous_bwd, "DQ_MODE", request.param)
+    if request.param != "pass":
+        monkeypatch.setattr(continuous_bwd, "_DQ", NoDqPass())
+    return request.param
+
+
+def test_default_dq_mode_is_one_pass_and_deterministic_when_torch_asks(default_dq, monkeypatch):
     monkeypatch.setattr(continuous_bwd, "_DQ", NoDqPass())
+    assert continuous_bwd.dq_mode() == "atomic"
+    tensors, kw = make_case(B=1, H=1, T=20, seed=2)
+    assert_float32_match(tensors, "zero", **kw)
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert continuous_bwd.dq_mode() == "deterministic"
+    finally:
+        torch.use_deterministic_algorithms(was)
 
 
 @pytest.mark.parametrize("sink", SINKS)
 @pytest.mark.parametrize("causal", [False, True])
-def test_atomic_dq_every_sink_and_direction_float32(atomic_dq, sink, causal):
+def test_other_dq_modes_every_sink_and_direction_float32(other_dq, sink, causal):
     tensors, kw = make_case(B=2, H=2, T=37, lengths=[37, 22], seed=21)
     assert_float32_match(tensors, sink, causal=causal, **kw)
 
 
 @pytest.mark.parametrize("T", [1, 15, 16, 31, 47])
-def test_atomic_dq_lengths_at_block_boundaries_float32(atomic_dq, T):
+def test_other_dq_modes_lengths_at_block_boundaries_float32(other_dq, T):
     """dK/dV programs own BLOCK_N - 1 segments each: T around multiples of 15 and 16."""
     tensors, kw = make_case(B=2, H=1, T=T, lengths=[T, max(1, T - 3)], seed=T)
     assert_float32_match(tensors, "none", causal=True, **kw)
 
 
-def test_atomic_dq_float16_within_flash_attention_rule(atomic_dq):
+def test_other_dq_modes_float16_within_flash_attention_rule(other_dq):
     tensors, kw = make_case(B=2, H=2, T=45, D=32, lengths=[45, 30], seed=11)
     assert_half_match(tensors, "learned", torch.float16, atol=2e-3, causal=True, **kw)
 
@@ -198,13 +220,15 @@ def test_unknown_dq_mode_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(continuous_bwd, "DQ_MODE", "fused")
     q = torch.randn(1, 1, 8, 16, device=DEVICE, requires_grad=True)
     out = continuous_attention(q, q, q, backend="triton")
-    with pytest.raises(ValueError, match="TS_CONTINUUM_DQ must be one of pass, atomic; got 'fused'"):
+    with pytest.raises(ValueError, match="TS_CONTINUUM_DQ must be one of atomic, deterministic, pass .or unset.; "
+                                         "got 'fused'"):
         out.sum().backward()
 
 
 def test_chosen_configs_names_every_kernel():
     chosen = tuning.chosen_configs()
-    assert {"_forward_kernel", "_dkdv_kernel", "_dkdv_kernel+atomic_dq", "_dq_kernel"} <= set(chosen)
+    assert {"_forward_kernel", "_dkdv_kernel", "_dkdv_kernel+atomic_dq", "_dkdv_kernel+ordered_dq",
+            "_dq_kernel"} <= set(chosen)
     if DEVICE == "cpu":  # the interpreter runs fixed blocks: nothing tuned
         assert not any(chosen.values())
 
@@ -281,6 +305,18 @@ def test_gpu_half_precision_long_sequences(dtype, D, causal):
     tensors, kw = make_case(B=2, H=2, T=2048, D=D, lengths=[2048, 1300], seed=D + causal)
     atol = 2e-2 if dtype == torch.bfloat16 else 4e-3
     assert_half_match(tensors, "learned", dtype, atol=atol, causal=causal, **kw)
+
+
+@gpu
+@needs_gpu
+@pytest.mark.parametrize("causal,Tq", [(True, None), (False, 96)])
+def test_gpu_deterministic_dq_is_the_same_bits_every_run(monkeypatch, causal, Tq):
+    """Many key blocks add into every query tile; in turn, the sums come out the same each run."""
+    monkeypatch.setattr(continuous_bwd, "DQ_MODE", "deterministic")
+    tensors, kw = make_case(B=2, H=4, T=4096, Tq=Tq, D=64, lengths=[4096, 3000], seed=3)
+    first, second = (run("triton", tensors, torch.bfloat16, "learned", causal=causal, **kw) for _ in range(2))
+    for name, a, b in zip(NAMES, first, second):
+        assert torch.equal(a, b), f"{name} differs between two runs"
 
 
 @gpu

@@ -36,6 +36,8 @@ if __name__ == "__main__":
             (("forward", tuning.QUERY_MAJOR), ("dq", tuning.QUERY_MAJOR), ("dkdv", tuning.KEY_MAJOR),
              ("dkdv+dq", tuning.KEY_MAJOR_ATOMIC_DQ))
             for d, cands in table.items() for b in cands]
+    # the deterministic dQ mode's turn-taking must not stop the pipelining: one config per head dim
+    jobs += [("dkdv+dq-det", "bf16", d, cands[0]) for d, cands in tuning.KEY_MAJOR_ATOMIC_DQ.items()]
     jobs.append(("forward", "bf16", 128, (64, 32, 8, 2)))  # known to replicate
     with ProcessPoolExecutor(os.cpu_count()) as pool:
         *rows, bad = pool.map(sass_report.loop_profile, *zip(*jobs))

@@ -11,7 +11,8 @@
 # benchmark's cross group (6 shapes, Tq in 1, 24, 96 over 1024 and 4096 keys), hence 60 s more.
 # Needs python3 with torch, triton, pytest and matplotlib; installs nothing (the GPU machines have
 # no internet): benchmarks/gpu_env.sh imports the repository in place.
-# The benchmark times the kernel's backward both ways (dQ pass and TS_CONTINUUM_DQ=atomic) and
+# The benchmark times the kernel's backward in every dQ mode (TS_CONTINUUM_DQ: atomic, the default;
+# deterministic; pass) and
 # records the configs the autotuner chose (kernel_bench.json: "tuned").
 # Writes under $OUT: env.txt, gpu_tests.log, bench.log, kernel_bench.{json,md,png}.
 # Exit status: non-zero if the tests fail, are skipped or cannot start, or the benchmark crashes

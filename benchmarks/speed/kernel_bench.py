@@ -3,8 +3,10 @@
     python -m benchmarks.speed.kernel_bench OUT_DIR [--quick] [--dtype bf16]
 
 For each shape it times forward, backward and forward+backward of
-  - ``kernel``: continuous_attention(backend="triton") (the public op, sink point included),
-  - ``kernel_atomic_dq``: the same with TS_CONTINUUM_DQ=atomic (dQ accumulated inside the dK/dV pass),
+  - ``kernel``: continuous_attention(backend="triton") (the public op, sink point included), with
+    the default backward (TS_CONTINUUM_DQ=atomic: dQ added with atomics inside the dK/dV pass),
+  - ``kernel_deterministic_dq``, ``kernel_dq_pass``: its backward in the reproducible dQ modes
+    (TS_CONTINUUM_DQ=deterministic: the same pass, key blocks adding in turn; =pass: a dQ pass),
   - ``sdpa``: torch SDPA restricted to the flash backend (softmax attention, same shapes),
   - ``exact``: continuous_attention(backend="torch"), the exact chunked path, where its cost
     (B·H·T² score elements) stays under --exact-cap,
@@ -99,7 +101,9 @@ def cuda_time_ms(fn, budget_ms: float) -> float:
     return statistics.median(times)
 
 
-METHODS = ("kernel", "kernel_atomic_dq", "sdpa", "exact")
+METHODS = ("kernel", "kernel_deterministic_dq", "kernel_dq_pass", "sdpa", "exact")
+# The backward variants: TS_CONTINUUM_DQ under which each kernel method runs (continuous_bwd.DQ_MODES)
+DQ_MODE_OF = {"kernel": "atomic", "kernel_deterministic_dq": "deterministic", "kernel_dq_pass": "pass"}
 
 
 def methods(causal: bool):
@@ -111,8 +115,9 @@ def methods(causal: bool):
 
     kernel = lambda q, k, v: continuous_attention(q, k, v, causal=causal, backend="triton")  # noqa: E731
     return {
-        "kernel": kernel,
-        "kernel_atomic_dq": kernel,  # run under dq_mode("atomic") by run_shape
+        "kernel": kernel,  # each run under dq_mode(DQ_MODE_OF[name]) by run_shape
+        "kernel_deterministic_dq": kernel,
+        "kernel_dq_pass": kernel,
         "sdpa": sdpa,
         "exact": lambda q, k, v: continuous_attention(q, k, v, causal=causal, backend="torch"),
     }
@@ -120,7 +125,7 @@ def methods(causal: bool):
 
 @contextlib.contextmanager
 def dq_mode(mode: str):
-    """The kernel's backward with dQ from a separate pass ("pass") or atomics ("atomic")."""
+    """The kernel's backward in dQ mode ``mode`` (TS_CONTINUUM_DQ; continuous_bwd.DQ_MODES)."""
     from ts_continuum.kernels import continuous_bwd
 
     old, continuous_bwd.DQ_MODE = continuous_bwd.DQ_MODE, mode
@@ -174,11 +179,11 @@ def run_shape(s: dict, dtype, exact_cap: float, budget_ms: float, quick: bool) -
         else:
             try:
                 modes = ("fwd", "bwd", "fwd_bwd")
-                if name == "kernel_atomic_dq":
+                if name in DQ_MODE_OF and name != "kernel":
                     modes = ("bwd", "fwd_bwd")  # the forward is the kernel's
                 elif quick and name == "exact":
                     modes = ("fwd_bwd",)
-                with dq_mode("atomic" if name == "kernel_atomic_dq" else "pass"):
+                with dq_mode(DQ_MODE_OF.get(name, "atomic")):
                     row.update(measure(attn, q, k, v, do, budget_ms, modes))
                 for key, f in flops.items():
                     if key in row:
@@ -192,11 +197,11 @@ def run_shape(s: dict, dtype, exact_cap: float, budget_ms: float, quick: bool) -
         for key in ("fwd_ms", "bwd_ms", "fwd_bwd_ms"):
             if key in r and key in by["sdpa"]:
                 r[key.replace("_ms", "_ratio")] = by["sdpa"][key] / r[key]
-    for name in ("kernel", "kernel_atomic_dq"):
+    for name in DQ_MODE_OF:
         if "fwd_bwd_ms" in by[name] and "fwd_bwd_ms" in by["exact"]:
             by[name]["speedup_vs_exact"] = by["exact"]["fwd_bwd_ms"] / by[name]["fwd_bwd_ms"]
-    if "bwd_ms" in by["kernel"] and "bwd_ms" in by["kernel_atomic_dq"]:
-        by["kernel_atomic_dq"]["bwd_speedup_vs_pass"] = by["kernel"]["bwd_ms"] / by["kernel_atomic_dq"]["bwd_ms"]
+        if name != "kernel_dq_pass" and "bwd_ms" in by[name] and "bwd_ms" in by["kernel_dq_pass"]:
+            by[name]["bwd_speedup_vs_pass"] = by["kernel_dq_pass"]["bwd_ms"] / by[name]["bwd_ms"]
     return rows
 
 
@@ -244,8 +249,9 @@ def write_markdown(path: Path, env: dict, rows: list[dict]) -> None:
         "peak = max memory allocated during one forward+backward, inputs included; added = peak minus what was "
         "allocated just before (inputs and earlier methods' workspaces); times are synchronised per repeat, so at "
         "T <= 96 they are mostly host-side latency; x exact = exact torch path time / kernel time, "
-        "forward+backward; kernel_atomic_dq = the kernel with TS_CONTINUUM_DQ=atomic; bwd x pass = the dQ-pass "
-        "backward time / the atomic backward time (above 1: atomic is faster).",
+        "forward+backward; kernel = the default backward (TS_CONTINUUM_DQ=atomic), kernel_deterministic_dq and "
+        "kernel_dq_pass = TS_CONTINUUM_DQ=deterministic and =pass; bwd x pass = the dQ-pass backward time / this "
+        "method's backward time (above 1: faster than the dQ pass).",
         "",
         "| group | B | H | Tq | T | D | causal | method | fwd ms | bwd ms | fwd+bwd ms | fwd ratio | bwd ratio "
         "| fwd+bwd ratio | fwd+bwd TFLOP/s | peak MiB | added MiB | fwd+bwd x exact | bwd x pass |",
@@ -274,15 +280,15 @@ def write_plot(path: Path, env: dict, rows: list[dict]) -> None:
     fig, ax = plt.subplots(figsize=(8, 5))
     series: dict[tuple, list] = {}
     for r in rows:
-        if r["method"] in ("kernel", "kernel_atomic_dq") and "fwd_bwd_ratio" in r:
+        if r["method"] in DQ_MODE_OF and "fwd_bwd_ratio" in r:
             queries = f" Tq={r['Tq']}" if r["group"] == "cross" else ""
             key = (r["method"], r["group"] + queries, r["D"], r["causal"])
             series.setdefault(key, []).append((r["T"], r["fwd_bwd_ratio"]))
     lines = {"long": "-", "time-series": "--"}
     for (method, group, D, causal), pts in sorted(series.items()):
         pts.sort()
-        style = lines.get(group, ":") + ("o" if method == "kernel" else "x")
-        dq = "dQ pass" if method == "kernel" else "dQ atomic"
+        style = lines.get(group, ":") + {"kernel": "o", "kernel_deterministic_dq": "x"}.get(method, "+")
+        dq = f"dQ {DQ_MODE_OF[method]}"
         ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
                 label=f"{group} D={D} {'causal' if causal else 'bidir'}, {dq}")
     ax.axhline(1.0, color="grey", lw=0.8)
@@ -320,8 +326,8 @@ def main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         rows += run_shape(s, DTYPES[args.dtype], exact_cap, budget_ms, args.quick)
         by = {r["method"]: r for r in rows[-len(METHODS):]}
-        print(f"{s} kernel fwd+bwd ratio {fmt(by['kernel'].get('fwd_bwd_ratio'))}, atomic dQ "
-              f"{fmt(by['kernel_atomic_dq'].get('fwd_bwd_ratio'))} ({time.perf_counter() - t0:.1f}s)", flush=True)
+        ratios = ", ".join(f"{DQ_MODE_OF[m]} dQ {fmt(by[m].get('fwd_bwd_ratio'))}" for m in DQ_MODE_OF)
+        print(f"{s} kernel fwd+bwd ratio: {ratios} ({time.perf_counter() - t0:.1f}s)", flush=True)
         tuned = tuning.chosen_configs()
         text = json.dumps(dict(env=env, rows=rows, tuned=tuned), indent=1)
         replace_atomically(args.out_dir / "kernel_bench.json", Path.write_text, text)

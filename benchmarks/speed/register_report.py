@@ -29,19 +29,21 @@ from ts_continuum.kernels import continuous_bwd, continuous_fwd, tuning  # noqa:
 
 SCALARS = dict(T="i32", TQ="i32", H="i32", stride_delta_b="i32", stride_last_b="i32", stride_reach_b="i32",
                scale="fp32", FIRST="i32", T_BUCKET="i32", TQ_BUCKET="i32")
-INTEGER_TENSORS = {"LAST", "REACH"}
+INTEGER_TENSORS = {"LAST", "REACH", "TURN"}
 TENSORS_IN_DTYPE = {"Q", "K", "V", "DO", "OUT", "DQ", "DK", "DV"}
 KERNELS = {  # name: (kernel, pointer arguments, candidate table, further constexprs)
     "forward": (continuous_fwd._forward_kernel, "Q K V LOG2_DELTA LAST OUT LSE", tuning.QUERY_MAJOR, {}),
-    "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ", tuning.KEY_MAJOR,
-             dict(ATOMIC_DQ=False)),
+    "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ TURN", tuning.KEY_MAJOR,
+             dict(ATOMIC_DQ=False, ORDERED_DQ=False)),
     "dq": (continuous_bwd._dq_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST DQ", tuning.QUERY_MAJOR, {}),
-    # TS_CONTINUUM_DQ=atomic: the dK/dV pass also adds dQ into a float32 buffer; no dq pass
-    "dkdv+dq": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ",
-                tuning.KEY_MAJOR_ATOMIC_DQ,
-                dict(ATOMIC_DQ=True)),
+    # TS_CONTINUUM_DQ=atomic (the default): the dK/dV pass also adds dQ into a float32 buffer; no dq pass
+    "dkdv+dq": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ TURN",
+                tuning.KEY_MAJOR_ATOMIC_DQ, dict(ATOMIC_DQ=True, ORDERED_DQ=False)),
+    # TS_CONTINUUM_DQ=deterministic: the same, the key blocks adding in turn
+    "dkdv+dq-det": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ TURN",
+                    tuning.KEY_MAJOR_ATOMIC_DQ, dict(ATOMIC_DQ=True, ORDERED_DQ=True)),
 }
-FLOAT32_BUFFERS = {"dkdv+dq": {"DQ"}}
+FLOAT32_BUFFERS = {"dkdv+dq": {"DQ"}, "dkdv+dq-det": {"DQ"}}
 
 
 def ptxas() -> str:

@@ -181,7 +181,8 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog=f"python -m {__spec__.name}", description=__doc__.splitlines()[0])
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     p.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
-    p.add_argument("--kernels", nargs="+", default=["forward", "dkdv", "dq", "dkdv+dq"], choices=sorted(KERNELS))
+    p.add_argument("--kernels", nargs="+", default=["forward", "dkdv", "dq", "dkdv+dq", "dkdv+dq-det"],
+                   choices=sorted(KERNELS))
     p.add_argument("--arch", type=int, default=90)
     p.add_argument("--all-candidates", action="store_true", help="every autotune candidate, not only the first")
     p.add_argument("--out", type=Path, help="write sass_report.json and sass_report.md here")

@@ -48,7 +48,7 @@ from .continuous_fwd import (
     batch_stride, block_ranges, dot_precision, load_segments, load_vector, query_program,
     segment_products,
 )
-from .moments import FAST_ASM, all_moments, segment_shape
+from .moments import FAST_ASM, backward_moments, segment_shape
 from .tuning import DYNAMIC, KEY_MAJOR, KEY_MAJOR_ATOMIC_DQ, QUERY_MAJOR, TunedKernel, length_bucket
 
 PREPROCESS_ROWS = 64
@@ -118,10 +118,13 @@ def _segment_gradients(
     if MASKED:  # e^-inf = 0 removes a segment
         top = tl.where((seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None]), top, float("-inf"))
     c = tl.exp2(top - lse[:, None])  # Δ e^{max(a, b)} / Z
-    p2, chi, p3, p23, psi = all_moments(u, SHORT)
-    da_l = c * (g_l * tl.where(left_high, p3, psi) + g_r * p23)
-    da_r = c * (g_l * p23 + g_r * tl.where(left_high, psi, p3))
-    return da_l, da_r, c * tl.where(left_high, p2, chi), c * tl.where(left_high, chi, p2)
+    p2, chi, p23 = backward_moments(u, SHORT)
+    p_l = c * tl.where(left_high, p2, chi)
+    p_r = c * tl.where(left_high, chi, p2)
+    # ∂P_l/∂a_l = P_l - h, ∂P_l/∂a_r = ∂P_r/∂a_l = h, ∂P_r/∂a_r = P_r - h with h = c φ23
+    # (moments.backward_moments), so ∂L/∂a_l = g_l P_l + h (g_r - g_l) and ∂L/∂a_r = g_r P_r - h (g_r - g_l)
+    cross = (c * p23) * (g_r - g_l)
+    return g_l * p_l + cross, g_r * p_r - cross, p_l, p_r
 
 
 @triton.jit

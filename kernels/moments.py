@@ -105,22 +105,20 @@ def forward_moments(u, SHORT: tl.constexpr):
 
 
 @triton.jit
-def all_moments(u, SHORT: tl.constexpr):
-    """(φ2, χ, φ3, φ23, ψ3): forward weights and their score derivatives (phi.all_moments)."""
+def backward_moments(u, SHORT: tl.constexpr):
+    """(φ2, χ, φ23): the forward weights and the cross term of their score derivatives.
+
+    The backward needs no more: with h = Δ e^hi φ23 (the derivative of either endpoint's weight by
+    the other endpoint's score), each weight's derivative by its own endpoint's score is the weight
+    minus h (φ3 = φ2 - φ23 and ψ3 = χ - φ23, phi.all_moments), so φ3 and ψ3 are never formed."""
     small = u > -1.0
     p3_s = _phi3_series(u, SHORT)  # discarded at u <= -1, as in forward_moments
     p2_s = 0.5 + 0.5 * u * p3_s
     chi_s = 1.0 + u * p2_s - p2_s
-    psi_s = chi_s - (p2_s - p3_s)
-
     e, inv, p2_l, chi_l = _by_parts(u)
-    psi_l = (e - 2.0 * chi_l) * inv
-    # the branches meet in (φ2, χ, ψ3): three selects instead of five (phi.all_moments)
-    p2 = tl.where(small, p2_s, p2_l)
-    chi = tl.where(small, chi_s, chi_l)
-    psi = tl.where(small, psi_s, psi_l)
-    p23 = chi - psi
-    return p2, chi, p2 - p23, p23, psi
+    # φ23 = χ - ψ3 with ψ3 = (e^u - 2χ) / u: two FFMAs
+    p23_l = tl.fma(tl.fma(chi_l, 2.0, -e), inv, chi_l)
+    return tl.where(small, p2_s, p2_l), tl.where(small, chi_s, chi_l), tl.where(small, p2_s - p3_s, p23_l)
 
 
 @triton.jit

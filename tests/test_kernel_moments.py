@@ -21,7 +21,7 @@ from ts_continuum.kernels import moments  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
 N = 256
-NAMES = ["φ2", "χ", "φ2 (all)", "χ (all)", "φ3", "φ23", "ψ3"]
+NAMES = ["φ2", "χ", "φ2 (bwd)", "χ (bwd)", "φ23"]
 
 
 @triton.jit
@@ -29,29 +29,40 @@ def _moments_kernel(U, OUT, SHORT: tl.constexpr, N: tl.constexpr):
     i = tl.arange(0, N)
     u = tl.load(U + i)
     p2, chi = moments.forward_moments(u, SHORT)
-    a2, achi, a3, a23, apsi = moments.all_moments(u, SHORT)
+    b2, bchi, b23 = moments.backward_moments(u, SHORT)
     tl.store(OUT + 0 * N + i, p2)
     tl.store(OUT + 1 * N + i, chi)
-    tl.store(OUT + 2 * N + i, a2)
-    tl.store(OUT + 3 * N + i, achi)
-    tl.store(OUT + 4 * N + i, a3)
-    tl.store(OUT + 5 * N + i, a23)
-    tl.store(OUT + 6 * N + i, apsi)
+    tl.store(OUT + 2 * N + i, b2)
+    tl.store(OUT + 3 * N + i, bchi)
+    tl.store(OUT + 4 * N + i, b23)
+
+
+def kernel_moments(u64: torch.Tensor, short: bool) -> list[torch.Tensor]:
+    """The kernel's moments at u64 (rounded to float32), in float64, in NAMES' order."""
+    out = torch.empty(5 * len(u64), dtype=torch.float32, device=DEVICE)
+    _moments_kernel[(1,)](u64.float().to(DEVICE), out, SHORT=short, N=len(u64))
+    return list(out.view(5, -1).cpu().double())
 
 
 # The 7-term Taylor series the short polynomial replaced reached 1.9e-5: this bound catches it.
 @pytest.mark.parametrize("short,rtol", [(False, 2e-6), (True, 6e-6)])
 def test_moments_match_the_exact_path(short, rtol):
-    """Relative error of every moment over both branches (|u| < 1 series, closed forms beyond)."""
+    """Relative error of every moment over both branches (|u| < 1 series, closed forms beyond), and
+    of the derivatives the backward forms from them (∂w_hi/∂a_hi ∝ φ3 = φ2 - φ23, ∂w_lo/∂a_lo ∝ ψ3 =
+    χ - φ23) relative to their weight, the scale a score gradient's terms have: ψ3 itself is far
+    smaller than χ at large |u|, where the difference cancels."""
     u64 = -torch.cat([torch.linspace(0, 1.5, N // 2, dtype=torch.float64),
                       torch.logspace(0.2, 1.78, N // 2, dtype=torch.float64)])
-    want = [*phi.forward_moments(u64), *phi.all_moments(u64)]
-    out = torch.empty(7 * N, dtype=torch.float32, device=DEVICE)
-    _moments_kernel[(1,)](u64.float().to(DEVICE), out, SHORT=short, N=N)
-    got = out.view(7, N).cpu().double()
+    p2, chi, p3, p23, psi = phi.all_moments(u64)
+    want = [*phi.forward_moments(u64), p2, chi, p23]
+    got = kernel_moments(u64, short)
     for name, g, w in zip(NAMES, got, want):
         err = ((g - w).abs() / w.abs()).max().item()
         assert err < rtol, f"{name}: max relative error {err:.2e} >= {rtol:.0e} (short series: {short})"
+    _, _, g2, gchi, g23 = got
+    for name, g, w, weight in (("φ3", g2 - g23, p3, p2), ("ψ3", gchi - g23, psi, chi)):
+        err = ((g - w).abs() / weight).max().item()
+        assert err < rtol, f"{name} = weight - φ23: error {err:.2e} of the weight >= {rtol:.0e} (short: {short})"
 
 
 @triton.jit
@@ -85,10 +96,8 @@ def test_moments_stay_finite_at_the_extremes():
     everywhere and let the selects discard the one that is inf or NaN there; nothing may leak."""
     u64 = -torch.tensor([0.0, 1e-30, 1e-7, 0.999999, 1.0, 1.000001, 1e4, 1e10, 1e30] * (N // 9)
                         + [0.5] * (N - 9 * (N // 9)), dtype=torch.float64)
-    want = [*phi.forward_moments(u64), *phi.all_moments(u64)]
-    out = torch.empty(7 * N, dtype=torch.float32, device=DEVICE)
-    _moments_kernel[(1,)](u64.float().to(DEVICE), out, SHORT=False, N=N)
-    got = out.view(7, N).cpu().double()
-    for name, g, w in zip(NAMES, got, want):
+    p2, chi, _, p23, _ = phi.all_moments(u64)
+    want = [*phi.forward_moments(u64), p2, chi, p23]
+    for name, g, w in zip(NAMES, kernel_moments(u64, False), want):
         assert torch.isfinite(g).all(), f"{name}: {g[~torch.isfinite(g)][:3].tolist()} at extreme u"
         torch.testing.assert_close(g, w, rtol=2e-6, atol=1e-30, msg=lambda m, name=name: f"{name}: {m}")

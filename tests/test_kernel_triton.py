@@ -142,9 +142,9 @@ def _forward_moments_spy(u, SHORT):
 
 
 @triton.jit
-def _all_moments_spy(u, SHORT):
+def _backward_moments_spy(u, SHORT):
     SHORT_FLAGS["backward"].append(bool(getattr(SHORT, "value", SHORT)))
-    return moments.all_moments(u, SHORT)
+    return moments.backward_moments(u, SHORT)
 
 
 @pytest.mark.skipif(not INTERPRET, reason="spies on the kernels' Python source (interpreter only)")
@@ -156,7 +156,7 @@ def test_each_pass_takes_the_moment_series_meant_for_its_precision(monkeypatch, 
     for seen in SHORT_FLAGS.values():
         seen.clear()
     monkeypatch.setattr(continuous_fwd, "forward_moments", _forward_moments_spy)
-    monkeypatch.setattr(continuous_bwd, "all_moments", _all_moments_spy)
+    monkeypatch.setattr(continuous_bwd, "backward_moments", _backward_moments_spy)
     tensors, kw = make_case(B=1, H=1, T=37, D=16, seed=14)
     run("triton", tensors, dtype, "learned", causal=True, **kw)
     for name, seen in SHORT_FLAGS.items():

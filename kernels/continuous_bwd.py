@@ -130,7 +130,7 @@ def _segment_gradients(
 @triton.jit
 def _dkdv_block(
     Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, lse_base, last_base, m0, seg, TQ, FIRST, scale, key_block,
-    k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
+    k_l, k_r, v_l, v_r, log2_len, shift, k_dq, dk, dv,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, ATOMIC_DQ: tl.constexpr,
     ORDERED_DQ: tl.constexpr, MASKED: tl.constexpr,
 ):
@@ -154,13 +154,12 @@ def _dkdv_block(
     g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
     da_l, da_r, p_l, p_r = _segment_gradients(x, y, log2_len, lse, scale, g_l, g_r, seg, last, FIRST, MASKED,
                                               DOT_PRECISION != "ieee")
-    da = da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)
+    da = (da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)).to(q.dtype)  # column c: point p0 + c
     p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
-    dk += tl.dot(tl.trans(da.to(q.dtype)), q, input_precision=DOT_PRECISION)
+    dk += tl.dot(tl.trans(da), q, input_precision=DOT_PRECISION)
     dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
     if ATOMIC_DQ:
-        dq = tl.dot(da_l.to(q.dtype), k_l_dq, input_precision=DOT_PRECISION)
-        dq = tl.dot(da_r.to(q.dtype), k_r_dq, dq, input_precision=DOT_PRECISION)
+        dq = tl.dot(da, k_dq, input_precision=DOT_PRECISION)
         if ORDERED_DQ:  # wait until key blocks 0 .. key_block - 1 have added theirs (query_block_ranges)
             turn = TURN + lse_base + m0
             wait_for_turn(turn, key_block)
@@ -222,10 +221,10 @@ def _dkdv_kernel(
 
     # shift[r, c] = 1 where r = c + 1: (partial @ shift)[:, c] = partial[:, c + 1]
     shift = (cols[:, None] == cols[None, :] + 1).to(k_r.dtype)
-    # Atomic dQ counts each segment once: the last column is the next program's first.
-    own_seg = (cols < BLOCK_N - 1)[:, None]
-    k_r_dq = tl.where(own_seg, k_r, tl.zeros_like(k_r))
-    k_l_dq = tl.where(own_seg, k_l, tl.zeros_like(k_l))
+    # One-pass dQ sums dA k over the points this program owns (their dA is whole here, column c of
+    # da in _dkdv_block): K at those points, 0 in the last column (the next program's first point).
+    # Unlike k_r, the sink point 0 (column 0 of program 0) is loaded: its dA reaches dQ too.
+    k_dq = tl.load(k_base + right, mask=((cols < BLOCK_N - 1) & (seg <= T))[:, None], other=0.0)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)  # row c: point p0 + c
     dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
     qd_base = bh * TQ * HEAD_DIM
@@ -237,15 +236,15 @@ def _dkdv_kernel(
     start, begin, end, stop = query_block_ranges(REACH + b * stride_reach_b, p0, T, FIRST, BLOCK_M, BLOCK_N)
     for m0 in range(start, begin, BLOCK_M):
         dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST,
-                             scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
+                             scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_dq, dk, dv,
                              HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, True)
     for m0 in range(begin, end, BLOCK_M):
         dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST,
-                             scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
+                             scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_dq, dk, dv,
                              HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, False)
     for m0 in range(end, stop, BLOCK_M):
         dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST,
-                             scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_l_dq, k_r_dq, dk, dv,
+                             scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_dq, dk, dv,
                              HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, True)
 
     point = p0 + cols

@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from .moments import forward_moments, segment_shape
-from .tuning import DYNAMIC, QUERY_MAJOR, TunedKernel, length_bucket
+from .tuning import DYNAMIC, FORWARD, TunedKernel, length_bucket
 
 
 @triton.jit
@@ -173,7 +173,7 @@ def _forward_kernel(
     tl.store(LSE + bh * TQ + rows, lse, mask=row_in)
 
 
-_FORWARD = TunedKernel(_forward_kernel, QUERY_MAJOR)
+_FORWARD = TunedKernel(_forward_kernel, FORWARD)
 
 
 def dot_precision(dtype: torch.dtype) -> str:

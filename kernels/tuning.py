@@ -35,8 +35,19 @@ Blocks = tuple[int, int, int, int]  # BLOCK_M, BLOCK_N, num_warps, num_stages
 # the score tile, e.g. 64 x 32 at head dim 128) computing every score element in two threads,
 # twice the per-element arithmetic that bounds this kernel; those were replaced and a test
 # (tests/test_sass_report.py) keeps them out.
-# Forward and dQ pass: BLOCK_M query rows resident, loop over BLOCK_N segments. The moment
-# arithmetic keeps a dozen BLOCK_M x BLOCK_N float32 tiles live, hence the narrow segment blocks.
+# Forward: BLOCK_M query rows resident, loop over BLOCK_N segments. 64-segment blocks halve the
+# running-max rescale of the accumulator (HEAD_DIM / BLOCK_N multiplies per score element) and, at
+# every head dim, compile without spills since the forward keeps fewer tiles live: 3-6 instructions
+# per element fewer than 32-segment blocks (benchmarks/results/2026-12-04-sass). The 32-segment
+# configs stay as candidates.
+FORWARD: dict[int, list[Blocks]] = {
+    16: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 2)],
+    32: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 2)],
+    64: [(64, 64, 4, 2), (128, 64, 8, 2), (64, 32, 4, 2)],
+    128: [(128, 64, 8, 2), (128, 32, 8, 2), (64, 32, 4, 2)],
+}
+# dQ pass (TS_CONTINUUM_DQ=pass): as the forward, but the backward's moment arithmetic keeps a dozen
+# BLOCK_M x BLOCK_N float32 tiles live, hence the narrow segment blocks (128 x 64 spills at D = 128).
 QUERY_MAJOR: dict[int, list[Blocks]] = {
     16: [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 4, 2)],
     32: [(64, 32, 4, 2), (128, 32, 8, 2), (64, 64, 4, 2)],
@@ -50,13 +61,15 @@ KEY_MAJOR: dict[int, list[Blocks]] = {
     64: [(32, 64, 8, 2), (32, 32, 4, 2), (64, 32, 4, 2)],
     128: [(32, 64, 8, 2), (32, 32, 4, 2), (16, 32, 4, 2)],
 }
-# The dK/dV pass that also adds dQ (TS_CONTINUUM_DQ=atomic): its extra product changes the layouts,
-# and narrow query blocks at small head dims replicate the per-element work there.
+# The dK/dV pass that also adds dQ (the default backward): its extra product changes the layouts,
+# and narrow query blocks at small head dims replicate the per-element work there. At D = 64 and 128
+# the first candidates compile without spills (64 x 32 and 128 x 32 spilled there); 32 x 64 on 4
+# warps needs fewer instructions per element but spills a little (16 bytes at D = 64).
 KEY_MAJOR_ATOMIC_DQ: dict[int, list[Blocks]] = {
     16: [(64, 32, 4, 2), (32, 32, 2, 2), (128, 32, 8, 2)],
     32: [(64, 32, 4, 2), (32, 32, 2, 2), (128, 32, 8, 2)],
-    64: [(32, 64, 8, 2), (64, 32, 4, 2), (128, 32, 8, 2)],
-    128: [(32, 64, 8, 2), (32, 32, 4, 2), (128, 32, 8, 2)],
+    64: [(16, 64, 4, 2), (32, 64, 8, 2), (32, 64, 4, 2)],
+    128: [(32, 64, 8, 2), (16, 64, 4, 2), (32, 32, 4, 2)],
 }
 
 

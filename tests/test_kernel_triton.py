@@ -53,7 +53,7 @@ def test_lengths_at_block_boundaries_float32(T, sink):
 
 
 @pytest.mark.skipif(not INTERPRET, reason="block sizes are autotuned on a GPU")
-@pytest.mark.parametrize("block_m,block_n", [(32, 64), (64, 32)])
+@pytest.mark.parametrize("block_m,block_n", [(32, 64), (64, 32), (64, 64)])
 def test_gpu_sized_blocks_float32(monkeypatch, block_m, block_n):
     """The GPU's block shapes (wider than the interpreter's 16 x 16) give the same results."""
     monkeypatch.setattr(tuning, "INTERPRETER_BLOCKS", {"BLOCK_M": block_m, "BLOCK_N": block_n})

@@ -33,7 +33,7 @@ from ts_continuum.kernels import tuning
 
 if __name__ == "__main__":
     jobs = [(k, "bf16", d, b) for k, table in
-            (("forward", tuning.QUERY_MAJOR), ("dq", tuning.QUERY_MAJOR), ("dkdv", tuning.KEY_MAJOR),
+            (("forward", tuning.FORWARD), ("dq", tuning.QUERY_MAJOR), ("dkdv", tuning.KEY_MAJOR),
              ("dkdv+dq", tuning.KEY_MAJOR_ATOMIC_DQ))
             for d, cands in table.items() for b in cands]
     # the deterministic dQ mode's turn-taking must not stop the pipelining: one config per head dim

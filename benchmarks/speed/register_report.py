@@ -32,7 +32,7 @@ SCALARS = dict(T="i32", TQ="i32", H="i32", stride_delta_b="i32", stride_last_b="
 INTEGER_TENSORS = {"LAST", "REACH", "TURN"}
 TENSORS_IN_DTYPE = {"Q", "K", "V", "DO", "OUT", "DQ", "DK", "DV"}
 KERNELS = {  # name: (kernel, pointer arguments, candidate table, further constexprs)
-    "forward": (continuous_fwd._forward_kernel, "Q K V LOG2_DELTA LAST OUT LSE", tuning.QUERY_MAJOR, {}),
+    "forward": (continuous_fwd._forward_kernel, "Q K V LOG2_DELTA LAST OUT LSE", tuning.FORWARD, {}),
     "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ TURN", tuning.KEY_MAJOR,
              dict(ATOMIC_DQ=False, ORDERED_DQ=False)),
     "dq": (continuous_bwd._dq_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST DQ", tuning.QUERY_MAJOR, {}),

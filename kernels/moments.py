@@ -1,9 +1,10 @@
 """The segment moments of ts_continuum/attention/phi.py as Triton functions (float32, u <= 0).
 
-Same branches and recurrences as the PyTorch path: below |u| < 1 the highest moment is a polynomial
-(Horner; a Chebyshev interpolant of lower degree than the exact path's Taylor series, same accuracy)
-and the lower ones follow by φ_k = 1/k! + u φ_{k+1}; above, integration by parts from
-φ1 = (e^u - 1) / u upwards, which does not cancel there. Both branches are evaluated and selected,
+Same branches and recurrences as the PyTorch path: below a cutoff (|u| < 1; shorter for half-precision
+inputs, below) the highest moment is a polynomial (Horner; a Chebyshev interpolant of lower degree
+than the exact path's Taylor series, same accuracy) and the lower ones follow by
+φ_k = 1/k! + u φ_{k+1}; above, integration by parts from φ1 = (e^u - 1) / u upwards, which does not
+cancel much there. Both branches are evaluated and selected,
 as the tile is processed as a whole. On a GPU, exp and 1/u are the hardware's approximate
 instructions (``exp`` and ``reciprocal`` below; ``tl.exp`` was one too), so
 results agree with the exact path to float32 test tolerance, not bit for bit.
@@ -31,7 +32,7 @@ def exp(x):
 @triton.jit
 def reciprocal(x):
     """1/x as one MUFU.RCP (rcp.approx.ftz, 1 ulp); ``1.0 / x`` compiles to div.full, 9 instructions
-    with its range fix-ups. Used for u <= -1, far from where approximation or ftz would matter."""
+    with its range fix-ups. Used for u <= -0.25, far from where approximation or ftz would matter."""
     if FAST_ASM:
         r = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32,
                                       is_pure=True, pack=1)
@@ -40,20 +41,26 @@ def reciprocal(x):
     return r
 
 
-# Series branch (|u| < 1): not the Taylor series of the exact path but the polynomial that
-# interpolates φ2 (φ3) at the Chebyshev points of [-1, 0], which spreads its error over the interval
-# instead of piling it up at u = -1: degree 5 reaches float32 round-off (largest relative error over
-# the moments 1e-6, as the 10-term Taylor series), degree 4 2e-6 for half-precision inputs (SHORT; the
-# 7-term Taylor series it replaces: 2e-5), far under their rounding (fp16: 5e-4). 4 (2) fused
-# multiply-adds fewer per score element in each kernel (benchmarks/speed/sass_report.py).
+# Series branch: not the Taylor series of the exact path but the polynomial that interpolates φ2
+# (φ3) at the Chebyshev points of [-cutoff, 0], which spreads its error over the interval instead of
+# piling it up at its end. Float32 inputs: cutoff 1, degree 5, float32 round-off (largest relative
+# error over the moments 1e-6, as the exact path's 10-term Taylor series).
+# Half-precision inputs (SHORT): the weights are rounded to bf16/fp16 (relative 4e-3/5e-4) before
+# their products, so the moments need about 1e-5, not round-off: φ2 of degree 2 below |u| = 0.25
+# (forward), φ3 of degree 3 below |u| = 0.5 (backward), integration by parts beyond, whose
+# cancellation near the cutoffs sets the largest errors (1.1e-5, χ at u = -0.25 and φ23 at -0.5).
+# 2 and 1 fused multiply-adds per score element fewer than degree 4 below 1 (benchmarks/speed/sass_report.py).
 # tests/test_kernel_moments.py recomputes the coefficients and checks every moment's error.
+FULL_CUTOFF = tl.constexpr(1.0)
+SHORT_FORWARD_CUTOFF = tl.constexpr(0.25)
+SHORT_BACKWARD_CUTOFF = tl.constexpr(0.5)
+
+
 @triton.jit
 def _phi2_series(u, SHORT: tl.constexpr):
-    if SHORT:
-        acc = u * 0.0009801994791661885 + 0.007998431750941892
-        acc = acc * u + 0.04155055926316364
-        acc = acc * u + 0.16665234764391343
-        acc = acc * u + 0.49999971435811924
+    if SHORT:  # on [-0.25, 0]
+        acc = u * 0.03868298072204136 + 0.16639065248873966
+        acc = acc * u + 0.4999961754014165
     else:
         acc = u * 0.00013742419083939694 + 0.0013248179642057305
         acc = acc * u + 0.008301170445720114
@@ -65,11 +72,10 @@ def _phi2_series(u, SHORT: tl.constexpr):
 
 @triton.jit
 def _phi3_series(u, SHORT: tl.constexpr):
-    if SHORT:
-        acc = u * 0.0002924972856142734 + 0.00269164217241063
-        acc = acc * u + 0.016636701314249675
-        acc = acc * u + 0.08332963203076717
-        acc = acc * u + 0.33333325947588677
+    if SHORT:  # on [-0.5, 0]
+        acc = u * 0.002412932393482947 + 0.016555650718877768
+        acc = acc * u + 0.08332234918756831
+        acc = acc * u + 0.33333316204519114
     else:
         acc = u * 3.57863538008966e-05 + 0.0003822074431099053
         acc = acc * u + 0.0027704148726246385
@@ -81,9 +87,9 @@ def _phi3_series(u, SHORT: tl.constexpr):
 
 @triton.jit
 def _by_parts(u):
-    """(e^u, 1/u, φ2, χ) for u <= -1 by integration by parts (phi._by_parts).
+    """(e^u, 1/u, φ2, χ) beyond the series' cutoff by integration by parts (phi._by_parts).
 
-    Unlike the torch path, no guard moves u > -1 to -1 first: there the values (inf or NaN at
+    Unlike the torch path, no guard moves u inside the cutoff out first: there the values (inf or NaN at
     u = 0) are discarded by the branch selects, which pass the other branch's value through
     unchanged. One select per score element fewer in each kernel."""
     e = exp(u)
@@ -96,8 +102,8 @@ def _by_parts(u):
 @triton.jit
 def forward_moments(u, SHORT: tl.constexpr):
     """(φ2, χ): the weights a segment puts on its high and its low endpoint, over Δ e^high."""
-    small = u > -1.0
-    # the series at u <= -1 (possibly inf or NaN) is discarded by the selects, like _by_parts above
+    small = u > -(SHORT_FORWARD_CUTOFF if SHORT else FULL_CUTOFF)
+    # the series beyond the cutoff (possibly inf or NaN) is discarded by the selects, like _by_parts above
     p2_s = _phi2_series(u, SHORT)
     chi_s = 1.0 + u * p2_s - p2_s
     _, _, p2_l, chi_l = _by_parts(u)
@@ -111,8 +117,8 @@ def backward_moments(u, SHORT: tl.constexpr):
     The backward needs no more: with h = Δ e^hi φ23 (the derivative of either endpoint's weight by
     the other endpoint's score), each weight's derivative by its own endpoint's score is the weight
     minus h (φ3 = φ2 - φ23 and ψ3 = χ - φ23, phi.all_moments), so φ3 and ψ3 are never formed."""
-    small = u > -1.0
-    p3_s = _phi3_series(u, SHORT)  # discarded at u <= -1, as in forward_moments
+    small = u > -(SHORT_BACKWARD_CUTOFF if SHORT else FULL_CUTOFF)
+    p3_s = _phi3_series(u, SHORT)  # discarded beyond the cutoff, as in forward_moments
     p2_s = 0.5 + 0.5 * u * p3_s
     chi_s = 1.0 + u * p2_s - p2_s
     e, inv, p2_l, chi_l = _by_parts(u)

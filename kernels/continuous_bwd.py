@@ -76,7 +76,7 @@ def wait_for_turn(turn, count):
 
     Why PTX rather than a Triton ``while`` with atomics: a loop nested in the dK/dV loop's body, and
     a CTA-wide barrier there (tl.debug_barrier), stopped Triton (3.6 and 3.9) from software-
-    pipelining the loop's Q/dO loads (LDG instead of LDGSTS: benchmarks/sass_report.py). So each
+    pipelining the loop's Q/dO loads (LDG instead of LDGSTS: benchmarks/speed/sass_report.py). So each
     warp releases on its own (pass_turn) and waiters count warps: %ntid.x / 32 per program. The
     interpreter runs programs one after another (a program's predecessors have finished when it
     runs) and counts programs."""

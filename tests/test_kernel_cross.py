@@ -148,7 +148,7 @@ def test_rows_beyond_the_queries_leave_blocks_interior(monkeypatch, q_lengths, m
         assert len(seen) == 8 and sum(seen) == masked, f"{name}: masked flags {seen}"
 
 
-# ---- GPU only (benchmarks/gpu_check.sh) ----
+# ---- GPU only (benchmarks/speed/gpu_check.sh) ----
 
 
 @gpu

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+from typing import Protocol
 
 import torch
 
-from ts_continuum.attention.reference import SegmentLayout
 
 from .continuous_bwd import backward
 from .continuous_fwd import forward
@@ -60,6 +60,15 @@ class ContinuousAttentionTriton(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None
 
 
+class Layout(Protocol):
+    """Which segments each query row integrates over (the op's ``SegmentLayout``; the kernels read
+    only these two fields and import nothing from the op's package): segments ``first <= j <=
+    last[b, t]``, ``last`` 0 for padded query rows."""
+
+    last: torch.Tensor  # (B|1, Tq) integer
+    first: int
+
+
 def padded_width(head_dim: int, value_dim: int) -> int:
     """The compiled width that holds both dims: the smallest of HEAD_DIMS >= max(head_dim, value_dim)."""
     return next(w for w in HEAD_DIMS if w >= max(head_dim, value_dim))
@@ -67,7 +76,7 @@ def padded_width(head_dim: int, value_dim: int) -> int:
 
 def triton_backend(
     q: torch.Tensor, k_ext: torch.Tensor, v_ext: torch.Tensor, log_delta: torch.Tensor,
-    layout: SegmentLayout, scale: float,
+    layout: Layout, scale: float,
 ) -> torch.Tensor:
     """Continuous attention on the extended sequence, (B, H, Tq, Dv) in q's dtype (any number of
     queries Tq for the T keys; causal layouts have Tq = T).

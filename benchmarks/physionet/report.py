@@ -39,12 +39,13 @@ def _fmt(mean: float, sd: float, scale: float) -> str:
 
 def settings_table(ok: pd.DataFrame) -> str:
     rows = ["| model | attention | positions | history kept | switch | seeds | test MSE ×10⁻³ | test MAE ×10⁻² | "
-            "s/epoch |", "|---|---|---|---|---|---|---|---|---|"]
+            "best val MSE ×10⁻³ | s/epoch |", "|---|---|---|---|---|---|---|---|---|---|"]
     for key, g in ok.groupby(["model", "attention", "pos_encoding", "history_keep", "switch"], sort=True):
         sd = g["test_mse"].std(ddof=1) if len(g) > 1 else float("nan")
         sd_a = g["test_mae"].std(ddof=1) if len(g) > 1 else float("nan")
         rows.append(f"| {' | '.join(map(str, key))} | {len(g)} | {_fmt(g['test_mse'].mean(), sd, 1e3)} | "
-                    f"{_fmt(g['test_mae'].mean(), sd_a, 1e2)} | {g['s_per_epoch'].mean():.0f} |")
+                    f"{_fmt(g['test_mae'].mean(), sd_a, 1e2)} | {g['best_val_mse'].mean() * 1e3:.3f} | "
+                    f"{g['s_per_epoch'].mean():.0f} |")
     return "\n".join(rows)
 
 
@@ -57,6 +58,9 @@ def published_table() -> str:
 def pairs(ok: pd.DataFrame) -> pd.DataFrame:
     """One row per (setting, seed) run in both attentions: their test MSEs and the run folders."""
     trained = ok[ok["attention"].isin(["softmax", "continuous"])]
+    columns = SETTING + ["seed", "softmax", "continuous", "cell_softmax", "cell_continuous", "delta"]
+    if set(trained["attention"]) != {"softmax", "continuous"}:
+        return pd.DataFrame(columns=columns)
     wide = trained.pivot_table(index=SETTING + ["seed"], columns="attention", values=["test_mse", "cell_id"],
                                aggfunc="first")
     wide = wide.dropna()

@@ -1,4 +1,4 @@
-"""RESULTS.md's one-screen figure (benchmarks/results/answer_figure.py): what it computes, and that
+"""RESULTS.md's one-screen figure (benchmarks/answer_figure.py): what it computes, and that
 the committed figure is the one the committed results give."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.results import answer_figure as af
+from benchmarks import answer_figure as af
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 DATASETS = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather")
@@ -87,7 +87,7 @@ def test_the_committed_figure_is_drawn_from_the_committed_results(tmp_path):
     """RESULTS.md's figure and its numbers must not fall behind the results.csv files they come from."""
     assert af.main(["--out", str(tmp_path)]) == 0
     assert (tmp_path / "answer_figure.md").read_text() == (RESULTS / "answer_figure.md").read_text(), \
-        "rerun python -m benchmarks.results.answer_figure and commit answer.png and answer_figure.md"
+        "rerun python -m benchmarks.answer_figure and commit answer.png and answer_figure.md"
 
 
 def test_a_folder_without_the_results_is_named(tmp_path, capsys):

@@ -1,7 +1,7 @@
 """The figure of RESULTS.md's one-screen answer, drawn from the committed results.csv files.
 
-    python -m benchmarks.results.answer_figure        # answer.png and answer_figure.md beside this file
-    python -m benchmarks.results.answer_figure --results DIR --out DIR
+    python -m benchmarks.answer_figure        # answer.png and answer_figure.md in benchmarks/results/
+    python -m benchmarks.answer_figure --results DIR --out DIR
 
 One row per dataset, as RESULTS.md's table. Left: continuous − softmax test MSE, each pair's
 difference as a share of its softmax run's MSE, mean with its 95 % t-interval; regular inputs and
@@ -29,11 +29,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from benchmarks.paired_comparison import pairs, paired_stats  # noqa: E402
-from benchmarks.report import load_pooled  # noqa: E402
+from benchmarks.paired_stats import paired_stats  # noqa: E402
+from benchmarks.study.paired_comparison import pairs  # noqa: E402
+from benchmarks.study.report import load_pooled  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
-COMMAND = "python -m benchmarks.results.answer_figure"
+RESULTS = Path(__file__).resolve().parent / "results"
+COMMAND = "python -m benchmarks.answer_figure"
 # (label, marker, colour) of the two inputs each row compares on the left; the right panel has one
 REGIMES = (("regular inputs (synthetic: complete)", "o", "tab:blue"),
            ("60 % dropped (synthetic: 45 % unobserved)", "s", "tab:red"))
@@ -144,9 +145,10 @@ def numbers(table: list[tuple[str, Shares | None]]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=HERE, help="the folder holding study/, study_gpu/ and "
-                        "the synthetic control's folders (default: this file's)")
-    parser.add_argument("--out", type=Path, default=HERE, help="where answer.png and answer_figure.md go")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the folder holding study/, study_gpu/ and "
+                        "the synthetic control's folders (default: benchmarks/results)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where answer.png and answer_figure.md go "
+                        "(default: benchmarks/results)")
     args = parser.parse_args(argv)
     missing = [str(args.results / name / "results.csv") for name in SOURCES
                if not (args.results / name / "results.csv").is_file()]

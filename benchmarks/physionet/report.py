@@ -213,6 +213,10 @@ def main(argv: list[str] | None = None) -> None:
     ok = df[df["status"] == "ok"].copy()
     ok["switch"] = ok["switch"].fillna("none")
     p = pairs(ok)
+    plot_curves(ok, out / "val_curves.png")
+    plot_deltas(p, out / "paired_deltas.png")
+    figure = {name: f"![{label}]({name}.png)" if (out / f"{name}.png").is_file() else "(no runs to draw yet)"
+              for name, label in (("paired_deltas", "paired differences"), ("val_curves", "validation curves"))}
     failed = df[df["status"] != "ok"]
     shown = out.relative_to(ROOT) if out.is_relative_to(ROOT) else out
     text = [f"# PhysioNet 2012 study: summary of {len(ok)} finished cells", "",
@@ -220,15 +224,13 @@ def main(argv: list[str] | None = None) -> None:
             " from `results.csv`; the grid and its pre-registered predictions: `grid.yaml`.", "",
             "## Every setting (mean ± sd over seeds)", "", settings_table(ok), "", published_table(), "",
             "## Paired differences, continuous − softmax (same model, positions, data, seed)", "", paired_table(p),
-            "", "![paired differences](paired_deltas.png)", "",
+            "", figure["paired_deltas"], "",
             "## By sparsity of the history (thirds of the test stays by observations per hour before hour 24)", "",
             sparsity_table(p, density_sums(out, list(ok["cell_id"]))), "", "## Switch runs", "", switch_table(ok), "",
-            "## Validation curves", "", "![validation curves](val_curves.png)", ""]
+            "## Validation curves", "", figure["val_curves"], ""]
     if len(failed):
         text += ["## Failed cells", ""] + [f"- {r.cell_id}: {r.error}" for r in failed.itertuples()] + [""]
     (out / "summary.md").write_text("\n".join(text))
-    plot_curves(ok, out / "val_curves.png")
-    plot_deltas(p, out / "paired_deltas.png")
     print(f"wrote {out / 'summary.md'}")
 
 

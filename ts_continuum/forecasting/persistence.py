@@ -31,10 +31,12 @@ import ts_continuum
 
 from .errors import user_stacklevel
 from .frames import FrameSpec, Panel
+from .grid_fit import GridFit
+from .grid_state import GridState
 from .intervals import Calibration
 from .scaling import Scaler
 from ..training.learning_curve import learning_curve_frame
-from .timing import parse_freq
+from .steps import parse_freq
 
 FORMAT = "ts-continuum-forecaster"
 FORMAT_VERSION = 1
@@ -90,37 +92,37 @@ def _check_target(path: Path, overwrite: bool) -> None:
                          "delete them: move them elsewhere or choose a new path")
 
 
-def _config(f) -> tuple[str, list[str]]:
+def _config(args: dict, state: GridState, metrics: dict, curve: pd.DataFrame | None) -> tuple[str, list[str]]:
     """``forecaster.json``'s text and the constructor arguments left out of it; raises before anything
     is written if the forecaster cannot be saved."""
-    ids = [_to_json(i) for i in f.context_.ids]
-    categorical = f.context_.id_dtype
+    ids = [_to_json(i) for i in state.context.ids]
+    categorical = state.context.id_dtype
     categories = [] if categorical is None else [_to_json(c) for c in categorical.categories]
     if not all(i is None or isinstance(i, (str, int)) or isinstance(i, float) and math.isfinite(i)
                for i in ids + categories):
         raise ValueError("series ids must be strings or finite numbers to be saved; "
                          "convert the id column, e.g. with astype(str)")
-    args, dropped = _json_safe(f.init_args)
-    model_config, unsaved = _json_safe(dict(f.model_.config))
+    args, dropped = _json_safe(args)
+    model_config, unsaved = _json_safe(dict(state.model.config))
     if unsaved:
         raise ValueError(f"model arguments {', '.join(unsaved)} are not JSON-serialisable or not finite, so a saved "
                          "model could not be rebuilt; pass plain finite numbers and strings")
-    ctx, curve = f.context_, getattr(f, "learning_curve_", None)
+    ctx = state.context
     config = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "library_version": ts_continuum.__version__,
         "forecaster": args,
-        "spec": f.spec_.to_dict(),
-        "freq": f.freq_,
-        "spacing": f.spacing_,  # the training data's typical spacing, absent in older saves
+        "spec": state.spec.to_dict(),
+        "freq": state.freq,
+        "spacing": state.spacing,  # the training data's typical spacing, absent in older saves
         "time": {"kind": ctx.time_kind, "tz": ctx.tz, "dtype": ctx.time_dtype},
         "model_config": model_config,
         "ids": ids,
         # categorical ids answer as the same categorical (absent in older saves: plain values)
         "id_categories": None if categorical is None else {"categories": categories,
                                                            "ordered": bool(categorical.ordered)},
-        "fit_metrics": _finite_or_null(getattr(f, "fit_metrics_", {})),
+        "fit_metrics": _finite_or_null(metrics),
         "learning_curve": [] if curve is None else [_finite_or_null(row) for row in curve.to_dict("records")],
     }
     return json.dumps(_to_json(config), indent=2, allow_nan=False), dropped
@@ -132,15 +134,15 @@ def _finite_or_null(record: dict) -> dict:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in _to_json(record).items()}
 
 
-def _write(f, text: str, directory: Path) -> None:
-    ctx = f.context_
+def _write(state: GridState, text: str, directory: Path) -> None:
+    ctx, calibrated = state.context, state.calibration
     (directory / CONFIG).write_text(text)
-    torch.save(f.model_.state_dict(), directory / WEIGHTS)
+    torch.save(state.model.state_dict(), directory / WEIGHTS)
     calibration = {}
-    if f.calibration_ is not None:
-        calibration = {"calibration": f.calibration_.scores,
-                       **({} if f.calibration_.until is None else {"calibration_until": f.calibration_.until})}
-    np.savez(directory / ARRAYS, mean=f.scaler_.mean, std=f.scaler_.std,
+    if calibrated is not None:
+        calibration = {"calibration": calibrated.scores,
+                       **({} if calibrated.until is None else {"calibration_until": calibrated.until})}
+    np.savez(directory / ARRAYS, mean=state.scaler.mean, std=state.scaler.std,
              bounds=ctx.bounds, times=ctx.times, values=ctx.values, **calibration)
 
 
@@ -160,10 +162,13 @@ def _move_into_place(new: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def save_forecaster(f, path: Path, overwrite: bool) -> Path:
+def save_forecaster(path: Path, overwrite: bool, args: dict, state: GridState, metrics: dict,
+                    curve: pd.DataFrame | None) -> Path:
+    """Write a fitted forecaster (its constructor ``args``, fitted ``state``, fit metrics and learning
+    curve) to the directory ``path``, atomically."""
     target = path.resolve()  # a symlinked directory is replaced where it points, not the link
     _check_target(target, overwrite)
-    text, dropped = _config(f)
+    text, dropped = _config(args, state, metrics, curve)
     if dropped:
         warnings.warn(f"not saved (not JSON-serialisable or not finite): {', '.join(dropped)}; pass them again to "
                       "Forecaster.load's result if you train it further", UserWarning, stacklevel=user_stacklevel())
@@ -171,7 +176,7 @@ def save_forecaster(f, path: Path, overwrite: bool) -> Path:
     staging = target.with_name(f".{target.name}.saving-{uuid.uuid4().hex[:8]}")
     staging.mkdir()
     try:
-        _write(f, text, staging)
+        _write(state, text, staging)
         _move_into_place(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -179,39 +184,53 @@ def save_forecaster(f, path: Path, overwrite: bool) -> Path:
     return path
 
 
-def load_forecaster(cls, path: Path):
-    """The forecaster saved in ``path``; a damaged, incomplete or mixed-up directory is a ValueError
-    naming the file and the problem, never a raw error of json, torch or numpy."""
+def read_saved(path: Path) -> dict:
+    """``forecaster.json`` of the saved forecaster in ``path``, checked: a directory that is not one,
+    is incomplete or has another format version is a ValueError naming the file and the problem."""
     config = _read_config(path)
     missing = [name for name in (WEIGHTS, ARRAYS) if not (path / name).is_file()]
     if missing:
         raise ValueError(f"{path} is an incomplete saved Forecaster: {', '.join(missing)} missing")
-    config_file = path / CONFIG
+    return config
+
+
+def rebuild(path: Path, build):
+    """``build()``'s result (the forecaster and model the config describes); the error of a config
+    this version cannot build names the file."""
     try:
-        f = cls(**config["forecaster"])
-        spec = FrameSpec.from_dict(config["spec"])
-        model = f.model_cls(**config["model_config"])
+        return build()
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
-        raise ValueError(f"{config_file} does not describe a forecaster this ts-continuum can build ({exc}); "
+        raise ValueError(f"{path / CONFIG} does not describe a forecaster this ts-continuum can build ({exc}); "
                          f"{DAMAGED}") from None
+
+
+def load_weights(path: Path, model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with the saved weights, in their precision (a model trained at "64-true" predicts at it)."""
     state = _read_weights(path / WEIGHTS, model)
-    # a model trained at another precision (precision="64-true") predicts at it, as before saving
-    model.to(next(v.dtype for v in state.values() if v.is_floating_point()))
-    arrays = _read_arrays(path / ARRAYS, len(config["ids"]), len(spec.target_cols), f.horizon)
+    return model.to(next(v.dtype for v in state.values() if v.is_floating_point())).eval()
+
+
+def load_grid_state(path: Path, config: dict, fit: GridFit) -> GridState:
+    """The fitted state of a saved grid forecaster whose settings are ``fit``."""
+    spec, model = rebuild(path, lambda: (FrameSpec.from_dict(config["spec"]), fit.model_cls(**config["model_config"])))
+    model = load_weights(path, model)
+    arrays = _read_arrays(path / ARRAYS, len(config["ids"]), len(spec.target_cols), fit.horizon)
     scaler = Scaler(arrays["mean"], arrays["std"])
     time = config["time"]
     categorical = config.get("id_categories")
     id_dtype = None if categorical is None else pd.CategoricalDtype(categorical["categories"], categorical["ordered"])
     context = Panel(np.array(config["ids"], dtype=object), arrays["bounds"], arrays["times"], arrays["values"],
                     time["kind"], time["tz"], time["dtype"], id_dtype)
-    calibration = None  # absent: never calibrated
-    if "calibration" in arrays:
-        calibration = Calibration(arrays["calibration"], arrays.get("calibration_until"))
-    f._set_fitted(model.eval(), spec, config["freq"], scaler, context, config.get("spacing"))
-    f.calibration_ = calibration
-    f.fit_metrics_ = {k: math.nan if v is None else v for k, v in config.get("fit_metrics", {}).items()}
-    f.learning_curve_ = learning_curve_frame(config.get("learning_curve", []))  # [] in older saves
-    return f
+    state = fit.state(model, spec, config["freq"], scaler, context, config.get("spacing"))
+    if "calibration" in arrays:  # absent: never calibrated
+        state.calibration = Calibration(arrays["calibration"], arrays.get("calibration_until"))
+    return state
+
+
+def saved_fit_record(config: dict) -> tuple[dict, pd.DataFrame]:
+    """The saved fit metrics (null back to NaN) and learning curve (empty in older saves)."""
+    metrics = {k: math.nan if v is None else v for k, v in config.get("fit_metrics", {}).items()}
+    return metrics, learning_curve_frame(config.get("learning_curve", []))
 
 
 DAMAGED = "the directory is damaged or was changed since save(): save the forecaster again"

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
-from .timing import to_steps
+from .steps import to_steps
 
 EPS = 1e-6
 

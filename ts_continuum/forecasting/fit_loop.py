@@ -1,4 +1,4 @@
-"""Running Lightning for the Forecaster: the Trainer, early stopping, best weights kept in memory,
+"""The training loop behind ``Forecaster.fit``: the Lightning Trainer, early stopping, best weights kept in memory,
 and the learning curve (``training/learning_curve.py``).
 
 Nothing is written to the user's working directory unless asked: the Trainer's root directory is a

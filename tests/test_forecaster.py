@@ -303,11 +303,11 @@ def test_a_failed_save_leaves_nothing_behind_and_keeps_the_old_save(fitted, tmp_
 
 def test_freq_given_as_any_fixed_duration_is_saved_as_one_parse_freq_reads_back():
     """pandas 3 no longer counts Day as a fixed Tick; a saved freq must still be kept, not dropped."""
-    from ts_continuum.forecasting.persistence import _json_safe
+    from ts_continuum.forecasting.saved_directory import json_safe
     from ts_continuum.forecasting.steps import parse_freq
 
     for freq in (pd.offsets.Day(2), pd.offsets.Hour(3), pd.Timedelta(minutes=15), "h"):
-        kept, dropped = _json_safe({"freq": freq})
+        kept, dropped = json_safe({"freq": freq})
         assert dropped == [] and parse_freq(kept["freq"], "datetime") == parse_freq(freq, "datetime")
 
 

@@ -24,8 +24,9 @@ from .grid_fit import Fitted, GridFit
 from .grid_state import GridState
 from .intervals import Level, bounds, check_names, parse_levels
 from .options import split_options
-from .persistence import load_grid_state, read_saved, rebuild, save_forecaster, saved_fit_record
+from .persistence import load_grid_state, save_forecaster
 from .plotting import plot_backtest, plot_forecast, plot_learning_curve
+from .saved_directory import read_saved, rebuild, saved_fit_record
 from .steps import future_times
 
 MODEL_ARGS = {"n_channels", "lookback", "horizon", "attention", "pos_encoding"}

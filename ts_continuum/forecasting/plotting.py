@@ -55,7 +55,8 @@ def plot_forecast(state: GridState, history: pd.DataFrame, forecast: pd.DataFram
         ax.plot(h_t[seen], h_v[seen, c], ".-", lw=0.8, ms=3, color="tab:blue", label="history (observed)")
         levels = interval_levels(forecast.columns, name)
         if levels:
-            spec = replace(state.spec, target_cols=tuple(f"{name}-{side}-{lv}" for lv in levels for side in ("lo", "hi")))
+            edges = tuple(f"{name}-{side}-{lv}" for lv in levels for side in ("lo", "hi"))
+            spec = replace(state.spec, target_cols=edges)
             band = read_panel(forecast, spec, "forecast")
             b = _series_index(band, id, "forecast")
             draw_bands(ax, p_t, band.values[slice(*band.bounds[b : b + 2])], levels, "tab:orange")

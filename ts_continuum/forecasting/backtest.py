@@ -26,13 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import listing, positive_int, user_stacklevel
+from .forecast_errors import listing, positive_int, user_stacklevel
 from .frames import id_column
 from .intervals import Calibration, Level, bounds, check_names, interval_columns, level_name, parse_levels
 from .native_times import native_to_pandas
 from .steps import describe, future_times, series_steps
 from .grid_state import GridState
-from .windows import EPS, Windows
+from .grid_windows import EPS, Windows
 
 
 @dataclass

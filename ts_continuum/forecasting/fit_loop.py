@@ -24,7 +24,7 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch.utils.data import DataLoader
 
 from ..training.learning_curve import LearningCurve
-from .errors import TrainingDivergedError
+from .forecast_errors import TrainingDivergedError
 from ..training.learning_curve import scalars as _scalars
 
 MONITOR = "val_mse"

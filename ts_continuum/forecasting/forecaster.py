@@ -21,7 +21,7 @@ from ..training import ForecastingModule
 from ..training.query_module import QueryForecastingModule
 from .backtest import BacktestResult, run_backtest, run_calibration
 from .cross_validation import held_out_calibration, run_cross_validation
-from .errors import NotFittedError, positive_int
+from .forecast_errors import NotFittedError, positive_int
 from .frames import forecast_frame
 from .grid_fit import Fitted, GridFit
 from .grid_state import GridState

@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .errors import did_you_mean, listing, user_stacklevel
+from .forecast_errors import did_you_mean, listing, user_stacklevel
 from .intervals import interval_columns
 from .native_times import native_to_pandas, parse_times, period_advice
 

@@ -17,14 +17,14 @@ import torch
 from ..models.size import check_model_size
 from ..training import ForecastingModule
 from ..training.learning_curve import learning_curve_frame
-from .errors import positive_int
+from .forecast_errors import positive_int
 from .fit_loop import check_finite_weights, run_fit, seeded
 from .frames import FrameSpec, Panel, detect_spec, read_panel, warn_constant_targets
 from .grid_state import GridState
 from .options import Options, check_backend, check_trains
 from .scaling import Scaler
 from .steps import describe, nominal_step, spacing_hint, typical_spacing, warn_if_blind
-from .windows import EPS, Windows, window_loader
+from .grid_windows import EPS, Windows, window_loader
 
 
 @dataclass

@@ -17,12 +17,12 @@ import pandas as pd
 import torch
 
 from ..models.eager_attention import eager_attention
-from .errors import user_stacklevel
+from .forecast_errors import user_stacklevel
 from .frames import FrameSpec, Panel, read_panel
 from .intervals import Calibration
 from .scaling import Scaler
 from .steps import check_resolution, describe, warn_if_blind, warn_spacing_mismatch
-from .windows import Windows
+from .grid_windows import Windows
 
 PREDICT_CHUNK = 2048  # windows per forward pass
 

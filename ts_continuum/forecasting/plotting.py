@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from ..training.learning_curve import plot_learning_curve as draw_learning_curve
 from .backtest import BacktestResult
-from .errors import did_you_mean, listing, positive_int
+from .forecast_errors import did_you_mean, listing, positive_int
 from .frames import read_panel
 from .grid_state import GridState
 from .native_times import native_to_pandas

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .backtest import BacktestResult
-from .errors import listing, positive_int, user_stacklevel
+from .forecast_errors import listing, positive_int, user_stacklevel
 from .frames import id_column
 from .intervals import Level, VariableCalibration, check_names, level_name, parse_levels
 from .query_examples import history_rows, query_rows

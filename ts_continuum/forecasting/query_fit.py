@@ -21,7 +21,7 @@ from ..data.observations import ObservationDataset
 from ..models.size import check_model_size
 from ..training.learning_curve import learning_curve_frame
 from ..training.query_module import QueryForecastingModule
-from .errors import listing
+from .forecast_errors import listing
 from .fit_loop import check_finite_weights, run_fit, seeded
 from .grid_fit import Fitted
 from .options import Options, check_backend, check_trains

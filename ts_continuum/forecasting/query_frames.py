@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pandas as pd
 
-from .errors import did_you_mean, listing
+from .forecast_errors import did_you_mean, listing
 from .frames import (LONG_ID, as_frame, datetime_columns_hint, is_number, read_keys, require_columns,
                      require_plain_names, require_unique)
 from .native_times import native_to_pandas

@@ -17,7 +17,7 @@ import torch
 
 from ..models import QUERY_MODELS
 from ..models.query_base import QueryModel
-from .errors import listing
+from .forecast_errors import listing
 from .frames import require_plain_names
 from .intervals import VariableCalibration
 from .query_fit import QueryFit

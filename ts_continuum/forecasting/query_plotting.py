@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .errors import listing
+from .forecast_errors import listing
 from .plotting import _series_index, interval_levels
 from .query_frames import Observations, read_observations
 from .query_state import QueryState

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .errors import listing, user_stacklevel
+from .forecast_errors import listing, user_stacklevel
 from .intervals import Level, VariableCalibration, parse_levels
 from .query_examples import example_sets, forecast
 from .query_frames import Observations, Queries, QuerySpec, answer_frame, plain, read_observations, read_queries

@@ -29,7 +29,7 @@ import torch
 import ts_continuum
 
 from ..training.learning_curve import learning_curve_frame
-from .errors import user_stacklevel
+from .forecast_errors import user_stacklevel
 from .steps import parse_freq
 
 FORMAT = "ts-continuum-forecaster"

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .errors import user_stacklevel
+from .forecast_errors import user_stacklevel
 from .frames import Panel
 from .native_times import native_to_pandas
 

@@ -154,6 +154,17 @@ def test_cross_validation_holds_out_series_or_times_and_leaves_the_forecaster_as
         by_time = f.cross_validation(records, n_windows=2, step="6h")
     assert f.model_ is None
     assert set(by_series.forecasts["unique_id"]) == set(records["unique_id"])
+    # each fold's errors are scaled by the range of the series its model was fitted on (drawn with seed 0)
+    ids = np.array(list(dict.fromkeys(records["unique_id"])))
+    groups = np.array_split(np.random.default_rng(0).permutation(len(ids)), 2)
+    fold = {sid: g for g, members in enumerate(groups) for sid in ids[members]}
+    forecasts = by_series.forecasts
+    train = records.assign(fold=records["unique_id"].map(fold))
+    ranges = train.groupby(["fold", "variable"])["value"].agg(lambda v: v.max() - v.min())
+    other = 1 - forecasts["unique_id"].map(fold)
+    scale = ranges.reindex(pd.MultiIndex.from_arrays([other, forecasts["variable"]])).to_numpy()
+    scaled = ((forecasts["value_forecast"] - forecasts["value"]) / scale) ** 2
+    np.testing.assert_allclose(by_series.overall["scaled_mse"], scaled.groupby(forecasts["variable"]).mean())
     assert by_time.forecasts.groupby("unique_id")["cutoff"].nunique().eq(2).all()
     fixed = Forecaster(**{**TINY_ASYNC, "lookback": None}, cutoff="24h")
     with pytest.raises(ValueError, match="folds=k"):

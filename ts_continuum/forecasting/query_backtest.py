@@ -33,7 +33,8 @@ from .query_state import QueryState
 @dataclass
 class ScoredQueries:
     """The scored queries of examples (``series``, ``cutoffs``) of ``obs``: the example and row of
-    ``obs`` each query is, its forecast and the persistence forecast (NaN without history)."""
+    ``obs`` each query is, its forecast, the persistence forecast (NaN without history) and the scale
+    of the model that forecast it (its variable's range: cross-validation folds have their own)."""
 
     obs: Observations
     series: np.ndarray
@@ -42,6 +43,7 @@ class ScoredQueries:
     rows: np.ndarray
     predicted: np.ndarray
     naive: np.ndarray
+    scale: np.ndarray
 
     @property
     def variable(self) -> np.ndarray:
@@ -57,8 +59,10 @@ def score_queries(state: QueryState, obs: Observations, series: np.ndarray, cuto
     axis = state.axis(obs)
     example, rows = query_rows(obs, series, cutoffs, axis)
     predicted = state.forecasts(obs, series, cutoffs, example, obs.variable[rows], obs.times[rows])
+    variable = obs.variable[rows]
     return ScoredQueries(obs, series, cutoffs, example, rows, predicted,
-                         _last_observed(obs, series, cutoffs, axis, example, obs.variable[rows], state.n_variables))
+                         _last_observed(obs, series, cutoffs, axis, example, variable, state.n_variables),
+                         state.scaler.scale[variable])
 
 
 def _last_observed(obs, series, cutoffs, axis, example, variable, C) -> np.ndarray:
@@ -130,7 +134,7 @@ def run_query_calibration(state: QueryState, df: pd.DataFrame, n_windows: int, s
     if not len(scored.rows):
         raise ValueError("calibrate: no observation of df lies within horizon after a cutoff, so there is no error "
                          "to calibrate on")
-    scores = np.abs(scored.predicted - scored.actual) / state.scaler.scale[scored.variable]
+    scores = np.abs(scored.predicted - scored.actual) / scored.scale
     until = None
     if state.context is not None:
         known = state.known(obs)[scored.series]
@@ -209,9 +213,9 @@ def _merge(parts: list[ScoredQueries]) -> ScoredQueries:
     rank[order_ex] = np.arange(len(order_ex))
     example = rank[example]
     order = np.lexsort((rows, example))
-    return ScoredQueries(parts[0].obs, series[order_ex], cutoffs[order_ex], example[order], rows[order],
-                         np.concatenate([p.predicted for p in parts])[order],
-                         np.concatenate([p.naive for p in parts])[order])
+    joined = {name: np.concatenate([getattr(p, name) for p in parts])[order] for name in ("predicted", "naive",
+                                                                                           "scale")}
+    return ScoredQueries(parts[0].obs, series[order_ex], cutoffs[order_ex], example[order], rows[order], **joined)
 
 
 def query_result(state: QueryState, s: ScoredQueries, intervals: tuple | None = None) -> BacktestResult:
@@ -234,7 +238,7 @@ def query_result(state: QueryState, s: ScoredQueries, intervals: tuple | None = 
     forecasts = pd.DataFrame({**keys, **data})
 
     err = predicted - actual
-    scale = state.scaler.scale[variable]
+    scale = s.scale
     naive_err = s.naive - actual
     frame = pd.DataFrame({"group": s.example * len(names) + variable, "variable": variable,
                           "se": err**2, "ae": np.abs(err), "sse": (err / scale) ** 2, "sae": np.abs(err) / scale,

@@ -11,9 +11,12 @@ The stays are split as the study splits them (``PhysioNetDataModule``: 60/20/20 
 ``--split-seed``, on a random subset of ``--max-stays`` stays if given). The test MSE printed is the
 study's metric: the squared error per variable on min-max scaled values, averaged over the variables,
 for every observation of hours 24-48 forecast from the stay's first 24 hours; the Forecaster's
-``backtest`` computes it (``overall["scaled_mse"].mean()``), so for a model saved from a study run it
-reproduces that run's test MSE. Then one test stay is forecast at hourly times of your choosing and
-drawn (``--out``).
+``backtest`` computes it (``overall["scaled_mse"].mean()``), so for a model saved from a study run on
+the full history (``history_keep`` 1; give the run's ``--split-seed`` and ``--max-stays``) it
+reproduces that run's test MSE. Save such a run's model with ``Forecaster.from_model(model,
+variables=dm.variables, scale_min=dm.scale_min, scale_max=dm.scale_max, horizon=24, cutoff=24,
+duplicates="mean").save(path)`` (``dm``: the run's ``PhysioNetDataModule``). Then one test stay is
+forecast at hourly times of your choosing and drawn (``--out``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Union
 
 import numpy as np
 import pandas as pd
@@ -40,8 +42,8 @@ from .saved_directory import read_saved, rebuild, saved_fit_record
 from .steps import future_times
 
 MODEL_ARGS = {"n_channels", "lookback", "horizon", "attention", "pos_encoding"}
+Span = Union[int, float, str, pd.Timedelta]  # a number (nominal steps, or the time unit) or a duration
 QUERY_MODEL_ARGS = {"n_variables", "attention", "pos_encoding", "horizon"}
-QUERY_ONLY = ("cutoff", "cutoff_step", "time_unit", "duplicates")
 
 
 class Forecaster:
@@ -82,7 +84,7 @@ class Forecaster:
             (max_epochs, accelerator, enable_progress_bar, ...); unknown names are a ValueError.
     """
 
-    def __init__(self, model: str = "patchtst", horizon=None, lookback=None,
+    def __init__(self, model: str = "patchtst", horizon: Span | None = None, lookback: Span | None = None,
                  attention: str = "continuous", freq=None, pos_encoding: str = "rope", *,
                  interpolate_inputs: bool = False, batch_size: int = 64, early_stopping_patience: int = 3,
                  seed: int = 0, cutoff=None, cutoff_step=None, time_unit: str | None = None,
@@ -159,8 +161,9 @@ class Forecaster:
         return f"Forecaster({args}){'' if self.state_ is None else ' [fitted]'}"
 
     @classmethod
-    def from_model(cls, model: torch.nn.Module, *, variables, horizon, scale_min=None, scale_max=None, lookback=None,
-                   cutoff=None, time_unit: str | None = None, id_col: str | None = "unique_id", time_col: str = "ds",
+    def from_model(cls, model: torch.nn.Module, *, variables: Sequence, horizon: Span, scale_min=None, scale_max=None,
+                   lookback: Span | None = None, cutoff=None, time_unit: str | None = None,
+                   id_col: str | None = "unique_id", time_col: str = "ds",
                    variable_col: str = "variable", value_col: str = "value",
                    duplicates: str = "raise") -> "Forecaster":
         """A fitted asynchronous Forecaster around a trained model of observation sets (``AsyncTransformer``

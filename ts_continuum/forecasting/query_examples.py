@@ -108,7 +108,7 @@ def forecast(model: torch.nn.Module, sets: ExampleSets) -> np.ndarray:
             _, q_times, q_lengths = pad(queries, rows)
             pred = model(values.to(dtype), times.to(dtype), lengths, q_times.to(dtype), q_lengths)
             pred = pred.float().cpu().numpy()
-            sel = np.flatnonzero((q_example >= rows[0]) & (q_example <= rows[-1]))
+            sel = np.arange(*np.searchsorted(q_example, [rows[0], rows[-1] + 1]))  # sorted by example
             out[sel] = pred[q_example[sel] - rows[0], queries.variable[sel], q_position[sel]]
     result = np.empty_like(out)
     result[sets.query_order] = out

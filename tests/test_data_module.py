@@ -112,6 +112,18 @@ def test_interpolation_baseline_fills_from_the_window_only(tiny_csv):
             assert (f["x"][last:, c] == r["x"][last, c]).all()
 
 
+def test_interpolation_baseline_leaves_a_variable_unobserved_in_a_window_at_its_training_mean():
+    """A window with no observation of a variable has nothing to interpolate: it reads 0, the training
+    mean in scaled units (np.interp of no points used to raise), as the Forecaster's filled inputs do."""
+    from ts_continuum.data.windows import WindowDataset
+
+    values = np.arange(40, dtype=np.float32).reshape(20, 2)
+    mask = np.ones((20, 2), dtype=bool)
+    mask[:8, 1] = False  # the first window (lookback 8) never observes variable 1
+    first = WindowDataset(values, 0, 20, 8, 2, mask=mask, interpolate=True)[0]
+    assert (first["x"][:, 1] == 0).all() and (first["x"][:, 0] == torch.from_numpy(values[:8, 0])).all()
+
+
 @pytest.mark.parametrize(
     "kw,match",
     [

@@ -67,10 +67,10 @@ def test_new_series_in_predict_are_scaled_by_their_own_history(fitted, data):
     new = long_frame(seed=3).query("unique_id == 'b'").assign(unique_id="new", y=lambda d: 1000 + 50 * d["y"])
     pred = fitted.predict(pd.concat([data[data["unique_id"] == "a"], new]))
     assert list(pred["unique_id"].unique()) == ["a", "new"]
-    scaler = fitted._scaler_for(fitted._read(new, "new"))
+    scaler = fitted.state_.scaler_for(fitted.state_.read(new, "new"))
     np.testing.assert_allclose(scaler.mean[0, 0], new["y"].mean())
     np.testing.assert_allclose(scaler.std[0, 0], new["y"].std(ddof=0))
-    known = fitted._scaler_for(fitted._read(data[data["unique_id"] == "c"], "c"))
+    known = fitted.state_.scaler_for(fitted.state_.read(data[data["unique_id"] == "c"], "c"))
     np.testing.assert_array_equal(known.mean[0], fitted.scaler_.mean[2])
     level, spread = new["y"].mean(), new["y"].std()
     assert pred.loc[pred["unique_id"] == "new", "y"].between(level - 3 * spread, level + 3 * spread).all()
@@ -187,13 +187,13 @@ def test_interpolate_inputs_feeds_complete_regular_windows_and_survives_save_loa
     positions is not blind and no warning is due), in fit, predict and backtest alike."""
     f = Forecaster(**TINY, attention="softmax", pos_encoding="learned", interpolate_inputs=True)
     seen = []
-    original = type(f.model_ or f._build_model(2)).forward
+    original = f.model_cls.forward
 
     def spy(model, x, x_mask=None, x_time=None, *args, **kwargs):
         seen.append((x_mask, x_time))
         return original(model, x, x_mask, x_time, *args, **kwargs)
 
-    monkeypatch.setattr(type(f._build_model(2)), "forward", spy)
+    monkeypatch.setattr(f.model_cls, "forward", spy)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*cannot see.*")
         f.fit(data, target_cols=TARGETS, val_size=H)
@@ -303,11 +303,11 @@ def test_a_failed_save_leaves_nothing_behind_and_keeps_the_old_save(fitted, tmp_
 
 def test_freq_given_as_any_fixed_duration_is_saved_as_one_parse_freq_reads_back():
     """pandas 3 no longer counts Day as a fixed Tick; a saved freq must still be kept, not dropped."""
-    from ts_continuum.forecasting.persistence import _json_safe
-    from ts_continuum.forecasting.timing import parse_freq
+    from ts_continuum.forecasting.saved_directory import json_safe
+    from ts_continuum.forecasting.steps import parse_freq
 
     for freq in (pd.offsets.Day(2), pd.offsets.Hour(3), pd.Timedelta(minutes=15), "h"):
-        kept, dropped = _json_safe({"freq": freq})
+        kept, dropped = json_safe({"freq": freq})
         assert dropped == [] and parse_freq(kept["freq"], "datetime") == parse_freq(freq, "datetime")
 
 
@@ -520,7 +520,7 @@ def test_best_validation_weights_are_restored_at_the_end():
 
     import torch
 
-    from ts_continuum.forecasting.training import BestWeights
+    from ts_continuum.forecasting.fit_loop import BestWeights
 
     net = torch.nn.Linear(2, 1)
     keep = BestWeights()

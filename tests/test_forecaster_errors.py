@@ -19,7 +19,7 @@ from ts_continuum import Forecaster
 from ts_continuum.forecasting import NotFittedError
 from ts_continuum.forecasting.frames import detect_spec, read_panel
 from ts_continuum.forecasting.native_times import parse_times
-from ts_continuum.forecasting.timing import check_calendar, parse_freq
+from ts_continuum.forecasting.steps import check_calendar, parse_freq
 
 
 @pytest.fixture(scope="module")

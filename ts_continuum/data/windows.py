@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from .interpolation import interpolate_window
+
 ETT_HOUR_BORDERS = (8640, 11520, 14400)
 # A Literal, so the CLI lists the choices and refuses others when parsing
 DropMode = Literal["channel", "step"]
@@ -169,8 +171,7 @@ class WindowDataset(Dataset):
         else:
             m = self.mask[s : s + self.lookback]
             if self.interpolate:
-                for c in range(x.shape[1]):
-                    x[:, c] = np.interp(self.grid, t[m[:, c]], x[m[:, c], c])
+                x, _ = interpolate_window(self.grid, t, x, m)
                 m, t = np.ones_like(m), self.grid.copy()
             else:
                 x[~m] = np.nan

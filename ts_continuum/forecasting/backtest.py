@@ -26,12 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import listing, positive_int, user_stacklevel
+from .forecast_errors import listing, positive_int, user_stacklevel
 from .frames import id_column
 from .intervals import Calibration, Level, bounds, check_names, interval_columns, level_name, parse_levels
 from .native_times import native_to_pandas
-from .timing import describe, future_times, series_steps
-from .windows import EPS, Windows
+from .steps import describe, future_times, series_steps
+from .grid_state import GridState
+from .grid_windows import EPS, Windows
 
 
 @dataclass
@@ -65,25 +66,25 @@ class ScoredWindows:
     matched: np.ndarray
 
 
-def run_backtest(forecaster, df: pd.DataFrame, n_windows: int, step: int | None,
+def run_backtest(state: GridState, df: pd.DataFrame, n_windows: int, step: int | None,
                  level: Level | None = None, season_length: int | None = None) -> BacktestResult:
-    f, spec = forecaster, forecaster.spec_
+    spec = state.spec
     check_season_length(season_length)
     levels = None if level is None else parse_levels(level)
     if levels is not None:
-        quantiles = f._calibration("backtest with level").quantiles(levels, spec.target_cols)
+        quantiles = state.calibrated("backtest with level").quantiles(levels, spec.target_cols)
         check_names([f"{t}_forecast" for t in spec.target_cols], levels,
                     [*spec.target_cols, *(f"{t}_forecast" for t in spec.target_cols), "cutoff", spec.id_col,
                      spec.time_col or spec.index_name or "ds"])
-    panel = f._read(df, "backtest data")
-    windows = f._windows(panel, f.freq_)
-    cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
-    w = score_windows(f, panel, windows, cutoffs, "backtest", "their errors are in-sample and optimistic")
-    warn_unscored(f, w, "backtest")
+    panel = state.read(df, "backtest data")
+    windows = state.windows(panel)
+    cutoffs = window_cutoffs(panel, windows, state.horizon, n_windows, step)
+    w = score_windows(state, panel, windows, cutoffs, "backtest", "their errors are in-sample and optimistic")
+    warn_unscored(state, w, "backtest")
     if levels is None:
-        return backtest_result(f, w, season_length=season_length)
-    _warn_calibration_overlap(f, w)
-    return backtest_result(f, w, (levels, *bounds(w.predicted, w.std, quantiles)), season_length)
+        return backtest_result(state, w, season_length=season_length)
+    _warn_calibration_overlap(state, w)
+    return backtest_result(state, w, (levels, *bounds(w.predicted, w.std, quantiles)), season_length)
 
 
 def check_season_length(season_length: int | None) -> None:
@@ -91,45 +92,39 @@ def check_season_length(season_length: int | None) -> None:
         positive_int("season_length", season_length)
 
 
-def run_calibration(forecaster, df: pd.DataFrame, n_windows: int, step: int | None) -> Calibration:
+def run_calibration(state: GridState, df: pd.DataFrame, n_windows: int, step: int | None) -> Calibration:
     """Conformal scores of the backtest windows of ``df``: ``|forecast - actual| / std``."""
-    f = forecaster
-    panel = f._read(df, "calibrate data")
-    windows = f._windows(panel, f.freq_)
-    cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
-    w = score_windows(f, panel, windows, cutoffs, "calibrate",
+    panel = state.read(df, "calibrate data")
+    windows = state.windows(panel)
+    cutoffs = window_cutoffs(panel, windows, state.horizon, n_windows, step)
+    w = score_windows(state, panel, windows, cutoffs, "calibrate",
                       "their errors are in-sample and too small, so the intervals would be too narrow")
-    warn_unscored(f, w, "calibrate")
-    return calibration_from(f, panel, w)
+    warn_unscored(state, w, "calibrate")
+    return calibration_from(state, panel, w)
 
 
-def calibration_from(f, panel, w: ScoredWindows) -> Calibration:
+def calibration_from(state: GridState, panel, w: ScoredWindows) -> Calibration:
     """The conformal scores of scored windows, and where each series' calibration ends."""
     with np.errstate(invalid="ignore"):
         scores = np.abs(w.predicted - w.actual) / w.std[:, None, :]
-    ends = future_times(panel.times[w.origins], f.freq_, f.horizon)[:, -1]  # each window's last horizon slot
-    known = _known(f, panel)[w.series]
-    until = np.full(len(f.context_.ids), _lowest(ends.dtype), dtype=ends.dtype)
+    ends = future_times(panel.times[w.origins], state.freq, state.horizon)[:, -1]  # each window's last horizon slot
+    known = state.known(panel)[w.series]
+    until = np.full(len(state.context.ids), _lowest(ends.dtype), dtype=ends.dtype)
     np.maximum.at(until, known[known >= 0], ends[known >= 0])
     return Calibration(np.where(w.matched, scores, np.nan), until)
-
-
-def _known(f, panel) -> np.ndarray:
-    """(S,) each series' index among the series fit saw, -1 for a new one."""
-    return np.array([f.series_.get(sid, -1) for sid in panel.ids], dtype=np.int64)
 
 
 def _lowest(dtype) -> int | float:
     return np.iinfo(dtype).min if np.issubdtype(dtype, np.integer) else -np.inf
 
 
-def _warn_calibration_overlap(f, w: ScoredWindows) -> None:
+def _warn_calibration_overlap(state: GridState, w: ScoredWindows) -> None:
     """Coverage measured on the windows that calibrated the intervals is at least the level by
     construction: warn when a backtest window starts before the end of its series' calibration."""
-    until = f.calibration_.until
+    until = state.calibration.until
     if until is None:
         return
-    known = _known(f, w.panel)[w.series]
+    known = state.known(w.panel)[w.series]
     overlap = (known >= 0) & (w.panel.times[w.origins] < until[np.maximum(known, 0)])
     if not overlap.any():
         return
@@ -159,7 +154,8 @@ def window_cutoffs(panel, windows: Windows, horizon: int, n_windows: int, step: 
     return span[:, None] - horizon - (n_windows - 1 - np.arange(n_windows))[None, :] * step
 
 
-def score_windows(f, panel, windows: Windows, cutoffs: np.ndarray, what: str, in_sample: str) -> ScoredWindows:
+def score_windows(state: GridState, panel, windows: Windows, cutoffs: np.ndarray, what: str,
+                  in_sample: str) -> ScoredWindows:
     """Forecast and match the windows at ``cutoffs`` (S, K): the origin is each series' last
     observation at or before a cutoff; cutoffs sharing an origin give one window."""
     origins, series = [], []
@@ -169,39 +165,39 @@ def score_windows(f, panel, windows: Windows, cutoffs: np.ndarray, what: str, in
         series.append(np.full(len(rows), i))
     origins, series = np.concatenate(origins), np.concatenate(series)
     held_out = float(windows.steps[panel.last_rows[0]] - cutoffs[0, 0])  # horizon + (n_windows - 1) * step
-    _warn_in_sample(f, panel, windows, origins, series, held_out, what, in_sample)
+    _warn_in_sample(state, panel, windows, origins, series, held_out, what, in_sample)
 
-    f._warn_short_history(windows, origins, panel, series)
-    f._check_history(windows, panel.values, origins, panel, series)  # counts observations: unscaled values do
-    predicted, std = _forecasts(f, panel, windows, origins, series)
+    state.warn_short_history(windows, origins, panel, series)
+    state.check_history(windows, panel.values, origins, panel, series)  # counts observations: unscaled values do
+    predicted, std = _forecasts(state, panel, windows, origins, series)
     actual, matched = windows.targets(panel.values, origins)
     return ScoredWindows(panel, origins, series, predicted, std, actual, matched)
 
 
-def warn_unscored(f, w: ScoredWindows, what: str) -> None:
+def warn_unscored(state: GridState, w: ScoredWindows, what: str) -> None:
     """Scores of n = 0 are NaN, easy to miss in a table: say which targets nothing scored, and why.
     Called once on all the windows of a call (a refit fold alone may have none of a target)."""
     panel = w.panel
-    none = [name for c, name in enumerate(f.spec_.target_cols) if not w.matched[:, :, c].any()]
+    none = [name for c, name in enumerate(state.spec.target_cols) if not w.matched[:, :, c].any()]
     if none:
         warnings.warn(
             f"{what}: no forecast of {', '.join(map(repr, none))} could be scored (n = 0, its scores are NaN): no "
-            f"forecast time cutoff + k * {describe(f.freq_, panel.time_kind)}, k = 1..{f.horizon}, has an observation "
-            "of it. Check that the data is spaced like the data the model was fitted on",
+            f"forecast time cutoff + k * {describe(state.freq, panel.time_kind)}, k = 1..{state.horizon}, has an "
+            "observation of it. Check that the data is spaced like the data the model was fitted on",
             UserWarning, stacklevel=user_stacklevel())
 
 
-def backtest_result(f, w: ScoredWindows, intervals: tuple | None = None,
+def backtest_result(state: GridState, w: ScoredWindows, intervals: tuple | None = None,
                     season_length: int | None = None) -> BacktestResult:
     """The scored windows ``w`` as frames, beside the persistence forecast (and the seasonal naive
     one, given ``season_length``)."""
-    times = future_times(w.panel.times[w.origins], f.freq_, f.horizon)
-    baselines = {"naive": _naive(w.panel, w.origins, f.horizon)}
+    times = future_times(w.panel.times[w.origins], state.freq, state.horizon)
+    baselines = {"naive": _naive(w.panel, w.origins, state.horizon)}
     if season_length is not None:
-        baselines["snaive"] = _seasonal_naive(w.panel, series_steps(w.panel, f.freq_), w.origins, w.series,
-                                              f.horizon, int(season_length))
+        baselines["snaive"] = _seasonal_naive(w.panel, series_steps(w.panel, state.freq), w.origins, w.series,
+                                              state.horizon, int(season_length))
         _warn_short_seasons(w, baselines["snaive"], int(season_length))
-    return _result(f.spec_, w, times, baselines, intervals)
+    return _result(state.spec, w, times, baselines, intervals)
 
 
 def _warn_short_seasons(w: ScoredWindows, snaive: np.ndarray, season_length: int) -> None:
@@ -246,12 +242,12 @@ def _seasonal_naive(panel, steps: np.ndarray, origins: np.ndarray, series: np.nd
     return np.where(before[:, :, None], np.nan, values)
 
 
-def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray, held_out: float,
+def _warn_in_sample(state: GridState, panel, windows: Windows, origins: np.ndarray, series: np.ndarray, held_out: float,
                     what: str, consequence: str) -> None:
     """Warn when a window of a series known from fit scores targets at or before the end of that
     series' training data (its last observation in fit, the end of ``context_``, saved with it)."""
-    known = _known(f, panel)[series]
-    until = f.context_.times[f.context_.last_rows][np.maximum(known, 0)]
+    known = state.known(panel)[series]
+    until = state.training_end()[np.maximum(known, 0)]
     lo, hi = windows.tgt_lo[origins], windows.tgt_hi[origins]
     seen = (known >= 0) & (hi > lo) & (panel.times[np.minimum(lo, len(panel.times) - 1)] <= until)
     if not seen.any():
@@ -270,7 +266,8 @@ def _warn_in_sample(f, panel, windows: Windows, origins: np.ndarray, series: np.
         UserWarning, stacklevel=user_stacklevel())
 
 
-def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _forecasts(state: GridState, panel, windows: Windows, origins: np.ndarray,
+               series: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Forecasts (W, H, C) in original units, each from the history up to its origin, and the std
     (W, C) each window was scaled by.
 
@@ -281,19 +278,19 @@ def _forecasts(f, panel, windows: Windows, origins: np.ndarray, series: np.ndarr
     their series, one scaler per rank, so the cost is ``n_windows`` passes over the rows, not one per
     window. Known series use their training statistics, so they need a single group.
     """
-    new = np.array([sid not in f.series_ for sid in panel.ids], dtype=bool)
+    new = np.array([sid not in state.series for sid in panel.ids], dtype=bool)
     rank = np.arange(len(origins)) - np.searchsorted(series, series)  # origins are sorted by series, then row
     if not new[series].any():
         rank = np.zeros_like(rank)
-    out = np.empty((len(origins), f.horizon, panel.values.shape[1]))
+    out = np.empty((len(origins), state.horizon, panel.values.shape[1]))
     std = np.empty((len(origins), panel.values.shape[1]))
     for r in np.unique(rank):
         sel = np.flatnonzero(rank == r)
         upto = panel.last_rows.copy()
         upto[series[sel]] = origins[sel]
-        scaler = f._scaler_for(panel, upto)
+        scaler = state.scaler_for(panel, upto)
         values = scaler.transform(panel.values, panel.bounds)
-        scaled = f._forecast(windows.batch(values, origins[sel], with_targets=False))
+        scaled = state.forecast(windows.batch(values, origins[sel], with_targets=False))
         out[sel] = scaler.inverse(scaled, series[sel])
         std[sel] = scaler.std[series[sel]]
     return out, std

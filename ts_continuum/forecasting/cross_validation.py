@@ -7,8 +7,8 @@ the first cutoff; this makes that split itself, so no window can score data its 
 (neuralforecast's ``cross_validation(refit=False)``). ``refit=True`` fits again for every window, on
 the data up to that window's cutoff: the expanding-window evaluation, at ``n_windows`` times the cost.
 Cutoffs count back from each series' own last observation, as in ``backtest`` (and neuralforecast).
-Every fit uses a fresh forecaster with the same arguments and the nominal step of the whole frame;
-the forecaster it is called on is left as it was. Callback and logger objects passed to it are the
+Every fit trains a fresh model with the forecaster's settings and the nominal step of the whole
+frame; the forecaster it is called on is left as it was. Callback and logger objects passed to it are the
 same objects in every fold, as in repeated ``fit`` calls: a recording callback sees every fold, and
 a stateful one that Lightning does not reset (a user's own ``EarlyStopping``) carries its state over.
 """
@@ -22,54 +22,54 @@ import pandas as pd
 
 from .backtest import (BacktestResult, ScoredWindows, backtest_result, calibration_from, check_season_length,
                        score_windows, warn_unscored, window_cutoffs)
+from .frames import FrameSpec, Panel
+from .grid_fit import GridFit
 from .intervals import Calibration
-from .timing import describe
-from .windows import EPS, Windows
+from .steps import describe
+from .grid_windows import EPS, Windows
 
 IN_SAMPLE = "their errors are in-sample and optimistic"  # cannot happen: each fit ends at its first cutoff
 
 
-def run_cross_validation(f, df: pd.DataFrame, n_windows: int, step: int | None, refit: bool, id_col: str | None,
-                         time_col: str | None, target_cols: str | list[str] | None,
+def run_cross_validation(fit: GridFit, df: pd.DataFrame, n_windows: int, step: int | None, refit: bool,
+                         id_col: str | None, time_col: str | None, target_cols: str | list[str] | None,
                          val_size: int | None, season_length: int | None = None) -> BacktestResult:
-    """``Forecaster.cross_validation``: fresh copies of ``f`` fitted up to the first cutoff (or each
-    window's, with ``refit``), scored on the ``backtest`` windows of ``df``."""
+    """``Forecaster.cross_validation``: fresh models with the settings ``fit`` fitted up to the first
+    cutoff (or each window's, with ``refit``), scored on the ``backtest`` windows of ``df``."""
     if not isinstance(refit, (bool, np.bool_)):
         raise ValueError(f"refit must be True (a fit per window) or False (one fit before the first window), "
                          f"got {refit!r}")
-    f._check_val_size(val_size)
+    fit.check_val_size(val_size)
     check_season_length(season_length)
-    spec, panel, freq = f._read_training(df, id_col, time_col, target_cols)
-    windows = f._windows(panel, freq)
-    cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
-    _check_training_span(f, panel, windows, cutoffs, freq, val_size)
+    spec, panel, freq = fit.read_training(df, id_col, time_col, target_cols)
+    windows = fit.windows(panel, freq)
+    cutoffs = window_cutoffs(panel, windows, fit.horizon, n_windows, step)
+    _check_training_span(fit, panel, windows, cutoffs, freq, val_size)
     folds = [(i, cutoffs[:, i : i + 1]) for i in range(cutoffs.shape[1])] if refit else [(0, cutoffs)]
     parts = []
     for first, scored in folds:
-        model = type(f)(**f.init_args)
-        model._fit_panel(spec, panel.take(windows.steps <= cutoffs[:, first][panel.codes] + EPS), freq, val_size)
-        parts.append(score_windows(model, panel, windows, scored, "cross_validation", IN_SAMPLE))
+        state = fit.fit(spec, panel.take(windows.steps <= cutoffs[:, first][panel.codes] + EPS), freq, val_size).state
+        parts.append(score_windows(state, panel, windows, scored, "cross_validation", IN_SAMPLE))
     merged = _merge(parts)
-    warn_unscored(model, merged, "cross_validation")
-    return backtest_result(model, merged, season_length=season_length)
+    warn_unscored(state, merged, "cross_validation")
+    return backtest_result(state, merged, season_length=season_length)
 
 
-def held_out_calibration(f, spec, panel, freq, n_windows: int, step: int | None,
-                         val_size: int | None) -> Calibration:
-    """Conformal scores for ``fit(calibration_windows=...)``: a fresh copy of ``f`` fitted on each
-    series up to its first cutoff scores the last ``n_windows`` backtest windows, which it never saw
-    (neuralforecast's conformal intervals work the same way). ``f`` itself is not changed."""
-    windows = f._windows(panel, freq)
-    cutoffs = window_cutoffs(panel, windows, f.horizon, n_windows, step)
-    _check_training_span(f, panel, windows, cutoffs, freq, val_size, "fit(calibration_windows=...)")
-    model = type(f)(**f.init_args)
-    model._fit_panel(spec, panel.take(windows.steps <= cutoffs[:, 0][panel.codes] + EPS), freq, val_size)
-    w = score_windows(model, panel, windows, cutoffs, "calibration", IN_SAMPLE)
-    warn_unscored(model, w, "fit(calibration_windows=...)")
-    return calibration_from(model, panel, w)
+def held_out_calibration(fit: GridFit, spec: FrameSpec, panel: Panel, freq: float | int, n_windows: int,
+                         step: int | None, val_size: int | None) -> Calibration:
+    """Conformal scores for ``fit(calibration_windows=...)``: a fresh model fitted on each series up to
+    its first cutoff scores the last ``n_windows`` backtest windows, which it never saw
+    (neuralforecast's conformal intervals work the same way)."""
+    windows = fit.windows(panel, freq)
+    cutoffs = window_cutoffs(panel, windows, fit.horizon, n_windows, step)
+    _check_training_span(fit, panel, windows, cutoffs, freq, val_size, "fit(calibration_windows=...)")
+    state = fit.fit(spec, panel.take(windows.steps <= cutoffs[:, 0][panel.codes] + EPS), freq, val_size).state
+    w = score_windows(state, panel, windows, cutoffs, "calibration", IN_SAMPLE)
+    warn_unscored(state, w, "fit(calibration_windows=...)")
+    return calibration_from(state, panel, w)
 
 
-def _check_training_span(f, panel, windows: Windows, cutoffs: np.ndarray, freq: float,
+def _check_training_span(f: GridFit, panel, windows: Windows, cutoffs: np.ndarray, freq: float,
                          val_size: int | None, who: str = "cross_validation") -> None:
     """Each series must keep enough history before its first cutoff to train on: said in terms of
     the windows, which the user chose, rather than as a too-short series."""

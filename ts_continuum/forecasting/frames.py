@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .errors import did_you_mean, listing, user_stacklevel
+from .forecast_errors import did_you_mean, listing, user_stacklevel
 from .intervals import interval_columns
 from .native_times import native_to_pandas, parse_times, period_advice
 
@@ -130,9 +130,9 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
     index_name = None
     if long:
         id_col, time_col = id_col or LONG_ID, time_col or "ds"
-        _require_columns(df, [id_col], "long format")
-        _require_columns(df, [time_col], "long format", "; pass time_col=<the column holding the timestamps>"
-                         + _datetime_columns_hint(df))
+        require_columns(df, [id_col], "long format")
+        require_columns(df, [time_col], "long format", "; pass time_col=<the column holding the timestamps>"
+                         + datetime_columns_hint(df))
         targets = list(target_cols) if target_cols is not None else ["y"]
     else:
         if time_col is None or time_col not in columns:
@@ -141,15 +141,15 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
             if not (isinstance(df.index, pd.DatetimeIndex) or (time_col is not None and df.index.name == time_col)):
                 raise ValueError(
                     f"no time column {time_col!r}{did_you_mean(time_col, columns)} and the index is not a "
-                    "DatetimeIndex; pass time_col=<the column holding the timestamps>" + _datetime_columns_hint(df)
+                    "DatetimeIndex; pass time_col=<the column holding the timestamps>" + datetime_columns_hint(df)
                     + ", or id_col=... for long format"
                     + _index_hint(df, [time_col, LONG_ID])
                 )
             index_name, time_col = df.index.name, None  # the time is the index
         default = list(dict.fromkeys(c for c in columns if c != time_col))  # a repeated name is reported below
         targets = list(target_cols) if target_cols is not None else default
-        _require_unique(df, [c for c in (time_col, *targets) if c is not None])
-        bad = [c for c in targets if target_cols is None and not _is_number(df[c])]
+        require_unique(df, [c for c in (time_col, *targets) if c is not None])
+        bad = [c for c in targets if target_cols is None and not is_number(df[c])]
         if bad:
             raise ValueError(
                 f"column(s) {listing(bad)} are not numeric; pass target_cols=[...] to choose the variables to "
@@ -163,9 +163,9 @@ def detect_spec(df: pd.DataFrame, id_col: str | None = None, time_col: str | Non
     clash = [c for c in targets if c in (id_col, time_col)]
     if clash:
         raise ValueError(f"target_cols must not include the id or time column: {listing(clash)}")
-    _require_columns(df, targets, "target")
-    _require_unique(df, [c for c in (id_col, time_col, *targets) if c is not None])
-    _require_plain_names([("id column", id_col), ("time column", time_col), ("time index", index_name),
+    require_columns(df, targets, "target")
+    require_unique(df, [c for c in (id_col, time_col, *targets) if c is not None])
+    require_plain_names([("id column", id_col), ("time column", time_col), ("time index", index_name),
                           *(("target column", t) for t in targets)])
     return FrameSpec("long" if long else "wide", id_col, time_col, index_name, tuple(targets))
 
@@ -174,8 +174,8 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
     """Validate ``df`` against ``spec`` and return its series; ``what`` names the frame in messages."""
     df = as_frame(df, what)
     needed = [c for c in (spec.id_col, spec.time_col) if c is not None] + list(spec.target_cols)
-    _require_columns(df, needed, f"{what} ({spec.kind} format, as at fit)")
-    _require_unique(df, needed)
+    require_columns(df, needed, f"{what} ({spec.kind} format, as at fit)")
+    require_unique(df, needed)
     if spec.time_col is None and isinstance(df.index, pd.PeriodIndex):
         raise ValueError(f"{what}: " + period_advice("the index", df.index.dtype, "df.index = df.index.to_timestamp()"))
     if spec.time_col is None and not (isinstance(df.index, pd.DatetimeIndex) or df.index.name == spec.index_name):
@@ -184,32 +184,14 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
     if len(df) == 0:
         raise ValueError(f"{what} is empty")
     for c in spec.target_cols:
-        if not _is_number(df[c]):
+        if not is_number(df[c]):
             raise ValueError(f"target column {c!r} is not numeric (dtype {df[c].dtype}); convert it, "
                              f"e.g. pd.to_numeric(df[{c!r}], errors='coerce') to turn bad entries into missing values")
-    raw_time = df.index if spec.time_col is None else df[spec.time_col]
-    times, kind, tz, time_dtype = parse_times(raw_time, spec.time_col or "index")
-    if spec.time_kind is not None and (kind, tz is not None) != (spec.time_kind, spec.tz_aware):
-        fitted = "numbers" if spec.time_kind == "numeric" else ("tz-aware" if spec.tz_aware else "naive") + " datetimes"
-        given = "numbers" if kind == "numeric" else ("tz-aware" if tz else "naive") + " datetimes"
-        raise ValueError(f"{what} has {given} as times but the forecaster was fitted on {fitted}; "
-                         + _conversion_hint(kind, spec.time_kind))
-    id_dtype = None
-    if spec.id_col is None:
-        codes, ids = np.zeros(len(df), dtype=np.int64), np.array([None], dtype=object)
-    else:
-        id_values = df[spec.id_col]
-        if id_values.isna().any():
-            raise ValueError(f"id column {spec.id_col!r} has {int(id_values.isna().sum())} missing ids; "
-                             "drop or fill them")
-        codes, uniques = pd.factorize(id_values, sort=False)
-        ids = np.asarray(uniques, dtype=object)
-        if isinstance(id_values.dtype, pd.CategoricalDtype):
-            id_dtype = id_values.dtype
+    keys = read_keys(df, spec.id_col, spec.time_col, what, spec.time_kind, spec.tz_aware)
+    codes, ids, times = keys.codes, keys.ids, keys.times
     values = np.column_stack([df[c].to_numpy(dtype=np.float64, na_value=np.nan) for c in spec.target_cols])
     fix = (lambda: _long_frame_advice(df, spec)) if spec.kind == "wide" else _drop_duplicates_advice
-    order = _time_order(codes, times, ids, what, lambda t: native_to_pandas(np.array([t]), kind, tz, time_dtype)[0],
-                        fix)
+    order = _time_order(codes, times, ids, what, keys.stamp, fix)
     codes, times, values = codes[order], times[order], values[order]
     if np.isinf(values).any():
         col = spec.target_cols[int(np.isinf(values).any(0).argmax())]
@@ -227,7 +209,51 @@ def read_panel(df: pd.DataFrame, spec: FrameSpec, what: str = "data") -> Panel:
         raise ValueError(f"{what}: series {ids[s]!r} has no observed value of {spec.target_cols[c]!r}; "
                          "every series needs observations of every target (drop the series or the column)")
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    return Panel(ids, bounds, times, values, kind, tz, time_dtype, id_dtype)
+    return Panel(ids, bounds, times, values, keys.time_kind, keys.tz, keys.time_dtype, keys.id_dtype)
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The series and time of every row of a frame, in the frame's row order: what the grid's
+    ``Panel`` and the asynchronous route's observations are both read from."""
+
+    codes: np.ndarray  # (N,) index into ids
+    ids: np.ndarray  # (S,) object, in order of first appearance
+    id_dtype: pd.CategoricalDtype | None
+    times: np.ndarray  # (N,) native
+    time_kind: str
+    tz: str | None
+    time_dtype: str
+
+    def stamp(self, t):
+        """One native time as the user's kind of timestamp, for messages."""
+        return native_to_pandas(np.array([t]), self.time_kind, self.tz, self.time_dtype)[0]
+
+
+def read_keys(df: pd.DataFrame, id_col: str | None, time_col: str | None, what: str,
+              fitted_kind: str | None = None, fitted_tz_aware: bool | None = None) -> Keys:
+    """Parse the time column (the index if ``time_col`` is None) and the ids of ``df``; times of
+    another kind than at fit (``fitted_kind``, ``fitted_tz_aware``; None: not fitted yet) are refused."""
+    raw_time = df.index if time_col is None else df[time_col]
+    times, kind, tz, time_dtype = parse_times(raw_time, time_col or "index")
+    if fitted_kind is not None and (kind, tz is not None) != (fitted_kind, fitted_tz_aware):
+        fitted = "numbers" if fitted_kind == "numeric" else ("tz-aware" if fitted_tz_aware else "naive") + " datetimes"
+        given = "numbers" if kind == "numeric" else ("tz-aware" if tz else "naive") + " datetimes"
+        raise ValueError(f"{what} has {given} as times but the forecaster was fitted on {fitted}; "
+                         + _conversion_hint(kind, fitted_kind))
+    id_dtype = None
+    if id_col is None:
+        codes, ids = np.zeros(len(df), dtype=np.int64), np.array([None], dtype=object)
+    else:
+        id_values = df[id_col]
+        if id_values.isna().any():
+            raise ValueError(f"id column {id_col!r} has {int(id_values.isna().sum())} missing ids; "
+                             "drop or fill them")
+        codes, uniques = pd.factorize(id_values, sort=False)
+        ids = np.asarray(uniques, dtype=object)
+        if isinstance(id_values.dtype, pd.CategoricalDtype):
+            id_dtype = id_values.dtype
+    return Keys(np.asarray(codes, dtype=np.int64), ids, id_dtype, times, kind, tz, time_dtype)
 
 
 def forecast_frame(spec: FrameSpec, ids: np.ndarray, times: np.ndarray, values: np.ndarray,
@@ -254,7 +280,7 @@ def id_column(ids: np.ndarray, dtype: pd.CategoricalDtype | None = None) -> pd.S
     return column if dtype is None else column.astype(dtype)
 
 
-def _require_columns(df: pd.DataFrame, names: list[str], role: str, hint: str = "") -> None:
+def require_columns(df: pd.DataFrame, names: list[str], role: str, hint: str = "") -> None:
     columns = [str(c) for c in df.columns]
     for name in names:
         if name not in df.columns:
@@ -264,7 +290,7 @@ def _require_columns(df: pd.DataFrame, names: list[str], role: str, hint: str = 
             )
 
 
-def _require_plain_names(names: list[tuple[str, object]]) -> None:
+def require_plain_names(names: list[tuple[str, object]]) -> None:
     """Names must be strings or numbers: answers carry them, and ``save`` stores them as JSON, which
     turns a tuple (a MultiIndex column) into a list that no frame has, so a loaded forecaster failed."""
     for role, name in names:
@@ -287,7 +313,7 @@ def _is_plain_name(name) -> bool:
     return isinstance(name, (float, np.floating)) and bool(np.isfinite(name))
 
 
-def _datetime_columns_hint(df: pd.DataFrame) -> str:
+def datetime_columns_hint(df: pd.DataFrame) -> str:
     names = [c for c in df.columns if _is_datetime_column(df, c)]
     return f" (datetime columns: {listing(names)})" if names else ""
 
@@ -310,7 +336,7 @@ def _index_hint(df: pd.DataFrame, names: list) -> str:
             "call df.reset_index() to make them columns")
 
 
-def _require_unique(df: pd.DataFrame, names: list[str]) -> None:
+def require_unique(df: pd.DataFrame, names: list[str]) -> None:
     """Refuse a repeated name among the columns used: ``df[name]`` would be a frame, not a column."""
     repeated = set(df.columns[df.columns.duplicated()])
     bad = [n for n in dict.fromkeys(names) if n in repeated]
@@ -325,7 +351,7 @@ def _is_datetime_column(df: pd.DataFrame, name) -> bool:
     return isinstance(column, pd.Series) and pd.api.types.is_datetime64_any_dtype(column)
 
 
-def _is_number(column: pd.Series) -> bool:
+def is_number(column: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_complex_dtype(column.dtype)
 
 

@@ -118,3 +118,41 @@ def bounds(forecast: np.ndarray, std: np.ndarray, quantiles: np.ndarray) -> tupl
     """Lower and upper bounds (L, W, H, C) of forecasts (W, H, C) of series with scale ``std`` (W, C)."""
     half = quantiles[:, None, :, :] * std[None, :, None, :]
     return forecast[None] - half, forecast[None] + half
+
+
+@dataclass
+class VariableCalibration:
+    """Calibration scores of the asynchronous route: ``|forecast - actual| / scale`` of every scored
+    query (``scale``: the variable's scaler range) and the variable it asked for. One quantile per
+    variable, pooled over series and lead times, so an interval does not widen with the lead time
+    (``backtest(level=...)`` measures how that covers). ``until`` (one per series of the
+    forecaster's context, native times, or None): where each series' calibration ends."""
+
+    scores: np.ndarray
+    variable: np.ndarray
+    until: np.ndarray | None = None
+
+    def points(self, n_variables: int) -> np.ndarray:
+        """(C,) scores per variable."""
+        return np.bincount(self.variable, minlength=n_variables)
+
+    def quantiles(self, levels: list[float], names: Sequence[str], needed: np.ndarray) -> np.ndarray:
+        """(L, C) conformal quantiles per level and variable; NaN for a variable with too few scores
+        that ``needed`` (variable indices asked for) does not include, an error for one it does."""
+        C = len(names)
+        n = self.points(C)
+        out = np.full((len(levels), C), np.nan)
+        for i, level in enumerate(levels):
+            need = min_points(level)
+            short = np.intersect1d(np.flatnonzero(n < need), needed)
+            if len(short):
+                c = int(short[np.argmin(n[short])])
+                raise ValueError(
+                    f"level {level_name(level)} needs at least {need} calibration points per variable, but the "
+                    f"calibration has {int(n[c])} for {names[c]!r} ({len(short)} variable(s) short): calibrate on "
+                    "more series or windows, ask for a lower level, or leave that variable out of the queries")
+            for c in np.flatnonzero(n >= need):
+                ordered = np.sort(self.scores[self.variable == c])
+                rank = int(np.ceil(level * (n[c] + 1) / 100 - 1e-9))
+                out[i, c] = ordered[rank - 1]
+        return out

@@ -17,7 +17,7 @@ import torch
 from ..attention.backends import triton_available
 from ..training import ForecastingModule
 from ..training.module import check_precision
-from .errors import did_you_mean
+from .forecast_errors import did_you_mean
 
 SET_BY_FORECASTER = {"n_channels": "the number of target columns", "model": "Forecaster(model=...)"}
 MODULE_DEFAULTS = {"lr": 1e-3}

@@ -17,36 +17,37 @@ from matplotlib.figure import Figure
 
 from ..training.learning_curve import plot_learning_curve as draw_learning_curve
 from .backtest import BacktestResult
-from .errors import did_you_mean, listing, positive_int
+from .forecast_errors import did_you_mean, listing, positive_int
 from .frames import read_panel
+from .grid_state import GridState
 from .native_times import native_to_pandas
 
 
-def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
+def plot_forecast(state: GridState, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
                   history_steps: int | None = None) -> Figure:
     """History (the last ``history_steps`` nominal steps, default ``lookback``) and forecast of series ``id``."""
-    steps = f.lookback if history_steps is None else positive_int("history_steps", history_steps)
-    _refuse_backtest(forecast, f.spec_)
-    if f.spec_.kind == "wide" and id is not None:
+    steps = state.lookback if history_steps is None else positive_int("history_steps", history_steps)
+    _refuse_backtest(forecast, state.spec)
+    if state.spec.kind == "wide" and id is not None:
         raise ValueError(f"id={id!r} selects a series of a long frame, but this forecaster was fitted on a wide "
                          "frame (one series, no ids): call plot without id")
-    hist = read_panel(history, f.spec_, "history")
-    pred = read_panel(forecast, f.spec_, "forecast")
-    if f.spec_.kind == "long" and id is None:
+    hist = read_panel(history, state.spec, "history")
+    pred = read_panel(forecast, state.spec, "forecast")
+    if state.spec.kind == "long" and id is None:
         if pred.n_series != 1:
             raise ValueError(f"the forecast holds {pred.n_series} series; choose one with id=... ({listing(pred.ids)})")
         id = pred.ids[0]
     h, p = _series_index(hist, id, "history"), _series_index(pred, id, "forecast")
     h_rows, p_rows = slice(*hist.bounds[h : h + 2]), slice(*pred.bounds[p : p + 2])
     h_times = hist.times[h_rows]
-    recent = h_times > h_times[-1] - steps * (f.freq_ if hist.time_kind == "numeric" else np.int64(f.freq_))
+    recent = h_times > h_times[-1] - steps * (state.freq if hist.time_kind == "numeric" else np.int64(state.freq))
 
     def as_pandas(panel, times):
         return native_to_pandas(times, panel.time_kind, panel.tz, panel.time_dtype)
 
     h_t, h_v = as_pandas(hist, h_times[recent]), hist.values[h_rows][recent]
     p_t, p_v = as_pandas(pred, pred.times[p_rows]), pred.values[p_rows]
-    targets = f.spec_.target_cols
+    targets = state.spec.target_cols
     fig = Figure(figsize=(10, 2.4 * len(targets) + 0.6), layout="constrained")
     axes = fig.subplots(len(targets), 1, sharex=True, squeeze=False)[:, 0]
     for c, (ax, name) in enumerate(zip(axes, targets)):
@@ -54,7 +55,8 @@ def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
         ax.plot(h_t[seen], h_v[seen, c], ".-", lw=0.8, ms=3, color="tab:blue", label="history (observed)")
         levels = interval_levels(forecast.columns, name)
         if levels:
-            spec = replace(f.spec_, target_cols=tuple(f"{name}-{side}-{lv}" for lv in levels for side in ("lo", "hi")))
+            edges = tuple(f"{name}-{side}-{lv}" for lv in levels for side in ("lo", "hi"))
+            spec = replace(state.spec, target_cols=edges)
             band = read_panel(forecast, spec, "forecast")
             b = _series_index(band, id, "forecast")
             draw_bands(ax, p_t, band.values[slice(*band.bounds[b : b + 2])], levels, "tab:orange")
@@ -63,14 +65,14 @@ def plot_forecast(f, history: pd.DataFrame, forecast: pd.DataFrame, id=None,
         ax.set_ylabel(str(name))
         ax.grid(alpha=0.3)
     axes[0].legend(loc="upper left", fontsize="small")
-    fig.suptitle(("" if id is None else f"{id}: ") + f"{f.horizon}-step forecast ({f.attention} attention)")
+    fig.suptitle(("" if id is None else f"{id}: ") + f"{state.horizon}-step forecast ({_attention(state)})")
     return fig
 
 
-def plot_backtest(f, result, id=None) -> Figure:
+def plot_backtest(state: GridState, result, id=None) -> Figure:
     """Every backtest window's forecast of series ``id`` over the actual values, one panel per target
     with its MSE/MAE over the matched points: where the forecasts go wrong, not only by how much."""
-    spec = f.spec_
+    spec = state.spec
     forecasts = result.forecasts if isinstance(result, BacktestResult) else result
     time = spec.time_col or spec.index_name or "ds"
     targets = list(spec.target_cols)
@@ -122,7 +124,7 @@ def plot_backtest(f, result, id=None) -> Figure:
     axes[0].plot([], [], "-", color=colours[0], label="forecast (one colour per cutoff, dotted)")
     axes[0].legend(loc="upper left", fontsize="small")
     fig.suptitle(("" if spec.kind == "wide" else f"{id}: ") + f"backtest, {len(windows)} window(s) of "
-                 f"{f.horizon} steps ({f.attention} attention)")
+                 f"{state.horizon} steps ({_attention(state)})")
     return fig
 
 
@@ -140,14 +142,18 @@ def draw_bands(ax, times, edges: np.ndarray, levels: list[str], colour, label: b
                         label=f"{level} % interval" if label else None)
 
 
-def plot_learning_curve(f) -> Figure:
-    """``f.learning_curve_`` drawn (training/learning_curve.py); a forecaster saved without one is refused."""
-    curve = getattr(f, "learning_curve_", None)
+def plot_learning_curve(curve: pd.DataFrame | None, loss: str, title: str) -> Figure:
+    """The learning curve drawn (training/learning_curve.py); a forecaster saved without one is refused."""
     if curve is None or curve.empty:
         raise ValueError("this forecaster has no learning curve: it was saved by a ts-continuum version that did "
                          "not keep one; fit it again to draw one")
-    title = f"{type(f.model_).__name__}, {f.attention} attention"
-    return draw_learning_curve(curve, f.options.module.get("loss", "mse"), title)
+    return draw_learning_curve(curve, loss, title)
+
+
+def _attention(state) -> str:
+    """The model's attention, for titles ("continuous attention")."""
+    attention = getattr(state.model, "config", {}).get("attention")
+    return f"{attention} attention" if attention else type(state.model).__name__
 
 
 def _refuse_backtest(forecast, spec) -> None:

@@ -47,3 +47,42 @@ class Scaler:
         """(W, H, C) scaled forecasts of series ``series`` (W,) -> original units (float64)."""
         return scaled.astype(np.float64) * self.std[series][:, None, :] + self.mean[series][:, None, :]
 
+
+
+@dataclass
+class VariableScaler:
+    """One affine scale per variable, shared by every series: ``(value - offset) / scale``. The
+    asynchronous route's scaling: a series may observe a variable once or never, so per-series
+    statistics do not exist. ``fit`` is min-max over the training observations (the published
+    PhysioNet 2012 protocol): every training value then lies in [0, 1]."""
+
+    offset: np.ndarray  # (C,)
+    scale: np.ndarray  # (C,), positive
+
+    @classmethod
+    def fit(cls, values: np.ndarray, variable: np.ndarray, n_variables: int) -> "VariableScaler":
+        """Min and max of each variable's observations; a variable seen at one value (or never) gets
+        scale 1, so it stays finite."""
+        lo, hi = np.full(n_variables, np.inf), np.full(n_variables, -np.inf)
+        np.minimum.at(lo, variable, values)
+        np.maximum.at(hi, variable, values)
+        unseen = ~np.isfinite(lo)
+        lo[unseen], hi[unseen] = 0.0, 1.0
+        return cls.from_range(lo, hi)
+
+    @classmethod
+    def from_range(cls, minimum, maximum) -> "VariableScaler":
+        """From each variable's min and max (e.g. ``PhysioNetDataModule.scale_min`` / ``scale_max``)."""
+        lo, hi = np.asarray(minimum, dtype=np.float64), np.asarray(maximum, dtype=np.float64)
+        if lo.shape != hi.shape or lo.ndim != 1 or not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            raise ValueError(f"scale_min and scale_max must be finite, one per variable, got shapes {lo.shape} and "
+                             f"{hi.shape}")
+        if (hi < lo).any():
+            raise ValueError(f"scale_max is below scale_min for variable index {int(np.argmax(hi < lo))}")
+        return cls(lo, np.where(hi > lo, hi - lo, 1.0))
+
+    def transform(self, values: np.ndarray, variable: np.ndarray) -> np.ndarray:
+        return (values - self.offset[variable]) / self.scale[variable]
+
+    def inverse(self, scaled: np.ndarray, variable: np.ndarray) -> np.ndarray:
+        return np.asarray(scaled, dtype=np.float64) * self.scale[variable] + self.offset[variable]

@@ -12,6 +12,8 @@ from .patchtst import PatchTST
 from .query_base import QueryModel
 
 MODELS: dict[str, type[nn.Module]] = {"patchtst": PatchTST, "encoder": EncoderTransformer}
+# models of observation sets (every variable at its own times, forecasts at any time): Forecaster(model=...)
+QUERY_MODELS: dict[str, type[QueryModel]] = {"async": AsyncTransformer, "grid-patchtst": GridPatchTST}
 
 
 def build_model(name: str, **kwargs) -> nn.Module:
@@ -25,4 +27,4 @@ def build_model(name: str, **kwargs) -> nn.Module:
 
 
 __all__ = ["PatchTST", "EncoderTransformer", "AsyncTransformer", "GridPatchTST", "LastObservation", "HistoryMean",
-           "QueryModel", "MODELS", "build_model"]
+           "QueryModel", "MODELS", "QUERY_MODELS", "build_model"]

@@ -21,7 +21,8 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
-from .timing import to_steps
+from ..data.interpolation import interpolate_window
+from .steps import to_steps
 
 EPS = 1e-6
 
@@ -123,10 +124,9 @@ def on_grid(x: np.ndarray, mask: np.ndarray, t: np.ndarray, L: int) -> tuple[np.
     W, C = x.shape[0], x.shape[2]
     grid = np.arange(-L + 1, 1, dtype=np.float64)
     out = np.zeros((W, L, C), dtype=np.float32)
-    seen = mask.any(axis=1)  # (W, C)
-    for w, c in zip(*np.nonzero(seen)):
-        m = mask[w, :, c]
-        out[w, :, c] = np.interp(grid, t[w, m], x[w, m, c])
+    seen = np.zeros((W, C), dtype=bool)
+    for w in range(W):
+        out[w], seen[w] = interpolate_window(grid, t[w], x[w].astype(np.float32), mask[w])
     filled = np.broadcast_to(seen[:, None, :], (W, L, C)).copy()
     return out, filled, np.broadcast_to(grid.astype(np.float32), (W, L)).copy()
 

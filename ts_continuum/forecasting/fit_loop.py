@@ -1,4 +1,4 @@
-"""Running Lightning for the Forecaster: the Trainer, early stopping, best weights kept in memory,
+"""The training loop behind ``Forecaster.fit``: the Lightning Trainer, early stopping, best weights kept in memory,
 and the learning curve (``training/learning_curve.py``).
 
 Nothing is written to the user's working directory unless asked: the Trainer's root directory is a
@@ -24,7 +24,7 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch.utils.data import DataLoader
 
 from ..training.learning_curve import LearningCurve
-from .errors import TrainingDivergedError
+from .forecast_errors import TrainingDivergedError
 from ..training.learning_curve import scalars as _scalars
 
 MONITOR = "val_mse"

@@ -1,4 +1,4 @@
-"""The nominal step: parsing ``freq=``, inferring it from the data, and time in nominal steps.
+"""The nominal step of the grid models: parsing ``freq=``, inferring it from the data, and time in nominal steps.
 
 The model measures time in nominal steps (one step = ``freq``). Native times are int64 nanoseconds
 for datetimes (so a step is a fixed duration: calendar offsets such as month ends are refused, and
@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .errors import user_stacklevel
+from .forecast_errors import user_stacklevel
 from .frames import Panel
 from .native_times import native_to_pandas
 
@@ -315,3 +315,30 @@ def future_times(last: np.ndarray, freq: float | int, horizon: int) -> np.ndarra
     if np.issubdtype(last.dtype, np.integer):
         return last[:, None] + k[None, :] * np.int64(freq)
     return last[:, None] + k[None, :] * float(freq)
+
+
+def nominal_step(panel: Panel, freq, lookback: int, time_col: str | None) -> float | int:
+    """The nominal step of training data in native units: ``freq`` as given, or inferred from the
+    spacing, after every check of the times against it (calendar spacing, business days, times
+    closer than the model resolves). The one place a training frame's times meet the grid."""
+    step = None if freq is None else parse_freq(freq, panel.time_kind)
+    time_ref = f"df[{time_col!r}]" if time_col else "df.index"
+    check_calendar(panel, step is not None, f"{time_ref}.dt" if time_col else time_ref)
+    step = infer_freq(panel) if step is None else step
+    warn_business_days(panel, step, time_ref)
+    check_resolution(panel, step, lookback)
+    return step
+
+
+def warn_if_blind(panel: Panel, freq: float | int, blind: bool, pos_encoding: str) -> None:
+    """Warn when a model that places tokens by index (``blind``: softmax attention with learned or no
+    positions, inputs not interpolated) is given irregular data: it treats the observations as evenly spaced."""
+    if not blind:
+        return
+    reason = irregularity(panel, freq)
+    if reason:
+        warnings.warn(
+            f"the data is irregular ({reason}), but softmax attention with pos_encoding={pos_encoding!r} "
+            "indexes tokens by position and cannot see the time between them: it treats the observations as "
+            "evenly spaced. Use attention='continuous' or pos_encoding='rope' (real timestamps)",
+            UserWarning, stacklevel=user_stacklevel())

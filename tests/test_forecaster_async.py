@@ -53,8 +53,8 @@ def test_columns_form_queries_get_every_variable_and_agree_with_the_long_form(fi
     long = fitted.predict(records, at=queries(records))
     wide = fitted.predict(records, at=queries(records, long=False))
     assert list(wide.columns) == ["unique_id", "ds", *VARIABLES] and list(wide.index) == [7, 3, 11, 5]
-    for label, row in long.iterrows():
-        assert wide.loc[label, row["variable"]] == pytest.approx(row["value"], rel=1e-6)
+    for label, row in long.iterrows():  # float32 sums over differently padded batches: rounding apart
+        assert wide.loc[label, row["variable"]] == pytest.approx(row["value"], rel=1e-5)
 
 
 def test_both_frame_forms_are_the_same_observations(fitted, records):

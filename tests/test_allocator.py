@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from ts_continuum import allocator
 
@@ -86,6 +87,7 @@ def test_it_is_applied_once_per_process(monkeypatch):
 
 def test_the_entry_points_apply_it(monkeypatch, tmp_path):
     from benchmarks import run
+    from benchmarks.physionet import run as physionet_run
     from ts_continuum import Forecaster
     from ts_continuum.training import cli
 
@@ -95,10 +97,15 @@ def test_the_entry_points_apply_it(monkeypatch, tmp_path):
     with pytest.raises(SystemExit):
         cli.main(["fit", "--no-such-option"])
     run.main(["--profile", "quick", "--out", str(tmp_path), "--dry-run"])
+    grid = tmp_path / "physionet.yaml"
+    grid.write_text(yaml.safe_dump({"name": "tiny", "out": str(tmp_path / "physionet"), "defaults": {}, "blocks": [
+        {"name": "floor", "model": "last", "attention": "none", "pos_encoding": "none", "history_keep": 1.0,
+         "switch": "none", "seed": 0}]}))
+    physionet_run.main(["--grid", str(grid), "--dry-run"])
     frame = pd.DataFrame({"ds": range(40), "y": [float(i % 7) for i in range(40)]})
     with pytest.raises(ValueError):  # too short to train on: refused after the setting
         Forecaster(horizon=24, lookback=24).fit(frame)
-    assert calls == [1, 1, 1]
+    assert calls == [1, 1, 1, 1]
 
 
 def test_a_misspelt_value_stops_the_command_in_one_line(monkeypatch, capsys):

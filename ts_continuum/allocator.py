@@ -9,7 +9,7 @@ to 1 GiB with ``mallopt``: freed blocks stay in the process and the next call re
 effect PyTorch's CPU performance guide gets by preloading jemalloc or tcmalloc. Only where memory
 comes from changes, never a result; the process keeps up to 1 GiB it freed instead of returning it.
 
-The ``ts-continuum`` command, ``Forecaster.fit`` and the benchmark runner call it at start-up.
+The ``ts-continuum`` command, ``Forecaster`` training and the benchmark runners call it at start-up.
 ``TS_CONTINUUM_ALLOCATOR=0`` leaves the allocator alone; so does a process whose C library is not
 glibc (macOS, Windows, musl), one with another malloc preloaded (jemalloc, tcmalloc, mimalloc) and
 one whose malloc settings come from the environment (``GLIBC_TUNABLES``, ``MALLOC_*_``).

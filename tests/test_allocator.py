@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import yaml
+from forecaster_data import TINY, long_frame
 
 from ts_continuum import allocator
 
@@ -73,7 +73,8 @@ def test_elsewhere_than_glibc_nothing_is_set(monkeypatch):
     monkeypatch.setattr(sys, "platform", "darwin")
     mallopt, why = allocator.glibc_mallopt()
     assert mallopt is None and "darwin" in why
-    assert allocator.configure(None, {}, allocator.glibc_mallopt) == "malloc left as it is: the C library is not glibc (darwin)"
+    assert (allocator.configure(None, {}, allocator.glibc_mallopt)
+            == "malloc left as it is: the C library is not glibc (darwin)")
 
 
 def test_it_is_applied_once_per_process(monkeypatch):
@@ -102,9 +103,7 @@ def test_the_entry_points_apply_it(monkeypatch, tmp_path):
         {"name": "floor", "model": "last", "attention": "none", "pos_encoding": "none", "history_keep": 1.0,
          "switch": "none", "seed": 0}]}))
     physionet_run.main(["--grid", str(grid), "--dry-run"])
-    frame = pd.DataFrame({"ds": range(40), "y": [float(i % 7) for i in range(40)]})
-    with pytest.raises(ValueError):  # too short to train on: refused after the setting
-        Forecaster(horizon=24, lookback=24).fit(frame)
+    Forecaster(**TINY, limit_train_batches=1).fit(long_frame())  # the fit loop every training route goes through
     assert calls == [1, 1, 1, 1]
 
 

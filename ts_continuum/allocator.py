@@ -90,7 +90,7 @@ def glibc_mallopt() -> tuple[Mallopt | None, str]:
         return None, f"the C library is not glibc ({sys.platform})"
     try:
         process = ctypes.CDLL(None)
-        process.gnu_get_libc_version  # glibc's own symbol: musl and others lack it
+        _ = process.gnu_get_libc_version  # glibc's own symbol: musl and others lack it
         glibc = ctypes.CDLL("libc.so.6")
     except (OSError, AttributeError):
         return None, "the C library is not glibc"

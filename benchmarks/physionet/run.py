@@ -27,6 +27,7 @@ import yaml
 from benchmarks.physionet.cell import KEY_FIELDS, MODELS, SETTINGS, cell_id, run_cell
 from benchmarks.study.provenance import software
 from benchmarks.study.lock import run_lock
+from ts_continuum import allocator
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "benchmarks" / "grids" / "physionet2012.yaml"
@@ -101,6 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--retry-failed", action="store_true")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = parser.parse_args(argv)
+    try:
+        allocator.keep_freed_memory()  # as the ts-continuum command: cells train as users' runs do
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     grid = yaml.safe_load(args.grid.read_text())
     out = args.out or ROOT / grid["out"]
     cells = expand(grid)

@@ -18,6 +18,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
+from ts_continuum import allocator
 from ts_continuum.data import ForecastDataModule
 from ts_continuum.models import build_model
 from ts_continuum.training import ForecastingModule
@@ -75,6 +76,7 @@ class TestCurve(Callback):
 
 def run_cell(cell: dict, out_dir: Path) -> dict:
     """Train and test one cell; returns the result row (metrics, epochs, timings)."""
+    allocator.keep_freed_memory()  # in whichever process trains it (a Ray worker too)
     out_dir.mkdir(parents=True, exist_ok=True)
     cell = {**OPTIONAL, **cell}
     drop, interpolate = REGIMES[cell["regime"]]

@@ -31,7 +31,8 @@ def commit() -> str:
 @functools.cache
 def software(code: str | None = None) -> str:
     """The code and libraries a cell ran with: the commit (``code``, or this checkout's ``commit()``)
-    and the versions of torch, lightning and triton imported here."""
+    the versions of torch, lightning and triton imported here, and the C allocator's setting (CPU
+    timings depend on it)."""
     import lightning
     import torch
 
@@ -40,8 +41,10 @@ def software(code: str | None = None) -> str:
         triton_version = triton.__version__
     except ImportError:
         triton_version = "absent"
+    from ts_continuum import allocator
+
     return (f"commit {code or commit()}; torch {torch.__version__}; lightning {lightning.__version__}; "
-            f"triton {triton_version}")
+            f"triton {triton_version}; {allocator.describe()}")
 
 
 @functools.cache

@@ -35,6 +35,7 @@ from benchmarks.study.grid import GRIDS, ROOT, expand, study_grids, warmup_warni
 from benchmarks.study.lock import run_lock
 from benchmarks.study.ray_executor import RayOptions, require_ray, run_cells
 from benchmarks.study.results import append, conflicts, recorded
+from ts_continuum import allocator
 
 
 def positive_int(text: str) -> int:
@@ -94,6 +95,10 @@ def main(argv: list[str] | None = None, cell_fn: CellFunction | None = None) -> 
                              help="GPUs a cell reserves (default 0; a fraction shares a GPU); give the grid "
                                   "accelerator: gpu")
     args = p.parse_args(argv)
+    try:
+        allocator.keep_freed_memory()  # as the ts-continuum command: cells train as users' runs do
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     given = [f"--{k.replace('_', '-')}" for k in ("address", "cpus_per_cell", "gpus_per_cell")
              if getattr(args, k) is not None]
     if given and args.executor != "ray":

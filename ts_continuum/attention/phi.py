@@ -37,7 +37,7 @@ def _taylor_terms(dtype: torch.dtype) -> int:
 def _horner(u: torch.Tensor, coefficients: list[float]) -> torch.Tensor:
     acc = torch.full_like(u, coefficients[-1])
     for c in reversed(coefficients[:-1]):
-        acc = acc * u + c
+        acc.mul_(u).add_(c)  # in place: one tile-sized buffer for the whole series, not two per term
     return acc
 
 
@@ -54,21 +54,22 @@ def _phi3_taylor(u: torch.Tensor) -> torch.Tensor:
 def _by_parts(u: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """(e^u, 1/u, φ2, χ) at u <= -1: φ1 = (e^u - 1) / u, χ = (e^u - φ1) / u, φ2 = φ1 - χ. The values
     at u > -1 are replaced by those at -1, so they stay finite where the series branch is taken."""
-    ul = torch.where(u > -TAYLOR_CUTOFF, torch.full_like(u, -TAYLOR_CUTOFF), u)
+    ul = u.clamp(max=-TAYLOR_CUTOFF)
     e = torch.exp(ul)
-    inv = 1.0 / ul
-    p1 = (e - 1.0) * inv
-    chi = (e - p1) * inv
-    return e, inv, p1 - chi, chi
+    inv = ul.reciprocal_()
+    p1 = (e - 1.0).mul_(inv)
+    chi = (e - p1).mul_(inv)
+    return e, inv, p1.sub_(chi), chi
 
 
 def forward_moments(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(φ2, χ) at u <= 0: the weights a segment puts on its high and its low endpoint."""
     small = u > -TAYLOR_CUTOFF
-    # Taylor branch: φ2 by series, φ1 = 1 + u φ2, χ = φ1 - φ2 (no cancellation for |u| < 1).
-    us = torch.where(small, u, torch.zeros_like(u))
+    # Taylor branch: φ2 by series, φ1 = 1 + u φ2, χ = φ1 - φ2 (no cancellation for |u| < 1). At
+    # u <= -1 it is evaluated at -1, finite, and not selected.
+    us = u.clamp(min=-TAYLOR_CUTOFF)
     p2_s = _phi2_taylor(us)
-    chi_s = 1.0 + us * p2_s - p2_s
+    chi_s = (us * p2_s).add_(1.0).sub_(p2_s)
     _, _, p2_l, chi_l = _by_parts(u)
     return torch.where(small, p2_s, p2_l), torch.where(small, chi_s, chi_l)
 
@@ -76,15 +77,14 @@ def forward_moments(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def all_moments(u: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """(φ2, χ, φ3, φ23, ψ3) at u <= 0: forward weights and their score derivatives."""
     small = u > -TAYLOR_CUTOFF
-    us = torch.where(small, u, torch.zeros_like(u))
+    us = u.clamp(min=-TAYLOR_CUTOFF)
     p3_s = _phi3_taylor(us)
-    p2_s = 0.5 + 0.5 * us * p3_s
-    p1_s = 1.0 + us * p2_s
-    chi_s = p1_s - p2_s
-    psi_s = chi_s - (p2_s - p3_s)
+    p2_s = (us * p3_s).mul_(0.5).add_(0.5)
+    chi_s = (us * p2_s).add_(1.0).sub_(p2_s)  # φ1 - φ2, φ1 = 1 + u φ2
+    psi_s = (chi_s - p2_s).add_(p3_s)  # χ - (φ2 - φ3)
 
     e, inv, p2_l, chi_l = _by_parts(u)
-    psi_l = (e - 2.0 * chi_l) * inv
+    psi_l = e.sub_(chi_l, alpha=2.0).mul_(inv)  # (e^u - 2χ) / u
 
     # The branches meet in (φ2, χ, ψ3); φ23 and φ3 follow as on the closed branch (round-off of a
     # few ulps at O(1) values on the series branch). Three selects instead of five: the kernels

@@ -23,6 +23,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 from torch.utils.data import DataLoader
 
+from .. import allocator
 from ..training.learning_curve import LearningCurve
 from .forecast_errors import TrainingDivergedError
 from ..training.learning_curve import scalars as _scalars
@@ -123,6 +124,7 @@ def quiet_lightning():
 def run_fit(module: L.LightningModule, trainer_kwargs: dict, train: DataLoader, val: DataLoader | None,
             patience: int) -> tuple[dict[str, float], list[dict[str, float]]]:
     """Fit ``module``; returns ``fit_metrics`` (floats; epoch counts as ints) and the learning curve's rows."""
+    allocator.keep_freed_memory()  # every route to training: fit, cross_validation, calibration (issue 47)
     kwargs = dict(trainer_kwargs)
     given = kwargs.pop("callbacks", None) or []
     curve = LearningCurve()

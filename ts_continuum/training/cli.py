@@ -31,6 +31,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only, rank_zero_warn
 
+from .. import allocator
 from ..data import ForecastDataModule
 from ..models.size import check_model_size
 from .checkpoint_checks import check_ckpt_model, check_ckpt_path, check_module_options, read_ckpt
@@ -244,6 +245,10 @@ def main(args: ArgsType = None) -> None:
 
     argv = list(sys.argv[1:] if args is None else args) if not isinstance(args, (dict, Namespace)) else []
     cli = QueryForecastCLI if wants_query_cli(argv) else ForecastCLI
+    try:
+        allocator.keep_freed_memory()  # the op's large temporaries are reused, not mapped anew (issue 47)
+    except ValueError as error:  # a misspelt TS_CONTINUUM_ALLOCATOR
+        sys.exit(f"ts-continuum: error: {error}")
     try:
         cli(args=args)
     except (CLIError, ResumeError) as error:  # ResumeError: from the module, when fit restores the checkpoint

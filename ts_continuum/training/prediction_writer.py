@@ -65,7 +65,8 @@ class PredictionWriter(BasePredictionWriter):
         windows = (loaders[dataloader_idx] if isinstance(loaders, (list, tuple)) else loaders).dataset
         pred = prediction.detach().float().cpu().numpy()
         n, horizon, channels = pred.shape
-        values = dm.scaler.inverse(pred.reshape(-1, channels))  # the model works in scaled units
+        # the model works in scaled units; written as float32, the precision it forecasts in
+        values = dm.scaler.inverse(pred.reshape(-1, channels)).astype(np.float32)
         if not batch_indices:  # Lightning records them for its own DataLoaders
             raise RuntimeError("predict did not report which windows a batch holds; cannot label predictions")
         index = np.asarray(batch_indices)

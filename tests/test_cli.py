@@ -330,7 +330,7 @@ def test_predict_writes_forecasts_in_original_units_with_their_windows_and_times
     module = ForecastingModule.from_checkpoint(best).eval()
     with torch.no_grad():
         scaled = module(default_collate([windows[len(windows) - 1]]))[0].numpy()
-    np.testing.assert_allclose(last[dm.channel_names].to_numpy(), dm.scaler.inverse_transform(scaled),
+    np.testing.assert_allclose(last[dm.channel_names].to_numpy(), dm.scaler.inverse(scaled),
                                rtol=1e-5, atol=1e-5)
     figure = Path(cli.trainer.log_dir) / "predictions.png"  # the last window drawn (its content: test below)
     assert figure.read_bytes().startswith(b"\x89PNG")
@@ -341,19 +341,18 @@ def test_predict_writes_forecasts_in_original_units_with_their_windows_and_times
 
 
 def test_the_forecast_figure_shows_the_inputs_the_model_saw_the_forecast_and_the_actuals():
-    from sklearn.preprocessing import StandardScaler
-
+    from ts_continuum.data.scaling import Scaler
     from ts_continuum.data.windows import WindowDataset
     from ts_continuum.training.prediction_plot import MAX_PANELS, plot_window
 
     rng = np.random.default_rng(0)
     raw = rng.normal(5.0, 2.0, (60, 10))
-    scaler = StandardScaler().fit(raw)
+    scaler = Scaler.fit(raw)
     mask = rng.random((60, 10)) > 0.4  # inputs dropped, as in the irregular regime
-    windows = WindowDataset(scaler.transform(raw).astype(np.float32), 0, 40, 24, 6, mask=mask)
+    windows = WindowDataset(scaler.transform(raw), 0, 40, 24, 6, mask=mask)
     names = [f"ch{i}" for i in range(10)]
     forecast = rng.normal(size=(6, 10))
-    fig = plot_window(windows[3], forecast, scaler.inverse_transform, names, "title")
+    fig = plot_window(windows[3], forecast, scaler.inverse, names, "title")
     assert len(fig.axes) == MAX_PANELS < len(names) and "channels 1-8 of 10" in fig._suptitle.get_text()
     for c, ax in enumerate(fig.axes):
         lines = {line.get_label(): line for line in ax.get_lines()}
@@ -364,8 +363,8 @@ def test_the_forecast_figure_shows_the_inputs_the_model_saw_the_forecast_and_the
         np.testing.assert_allclose(lines["forecast"].get_ydata(), forecast[:, c])
         assert list(lines["forecast"].get_xdata()) == [1, 2, 3, 4, 5, 6]
     # interpolated inputs: the model saw every slot; the observed ones are marked on the line
-    filled = WindowDataset(scaler.transform(raw).astype(np.float32), 0, 40, 24, 6, mask=mask, interpolate=True)
-    fig = plot_window(filled[3], forecast, scaler.inverse_transform, names, "title", filled.observed(3))
+    filled = WindowDataset(scaler.transform(raw), 0, 40, 24, 6, mask=mask, interpolate=True)
+    fig = plot_window(filled[3], forecast, scaler.inverse, names, "title", filled.observed(3))
     for c, ax in enumerate(fig.axes):
         lines = {line.get_label(): line for line in ax.get_lines()}
         assert "input (observed)" not in lines and len(lines["input (interpolated)"].get_xdata()) == 24

@@ -13,7 +13,7 @@ from jsonargparse import ArgumentParser
 
 from ts_continuum.data import ForecastDataModule, IrregularRegime, load_dataset, split_rows
 from ts_continuum.data.datamodule import check_time_grid
-from ts_continuum.data.windows import DROP_MODES
+from ts_continuum.data.protocol import DROP_MODES
 
 
 def test_ett_hour_protocol_window_counts():
@@ -42,8 +42,8 @@ def test_a_file_named_like_a_bundled_dataset_is_warned_about_its_split(tiny_csv,
 def test_scaler_is_fit_on_training_rows_only():
     dm = ForecastDataModule("ETTh2", lookback=96, horizon=24)
     train = dm.frame.values[: dm.rows["train"][1]]
-    np.testing.assert_allclose(dm.scaler.mean_, train.mean(0))
-    assert not np.allclose(dm.scaler.mean_, dm.frame.values.mean(0))
+    np.testing.assert_allclose(dm.scaler.mean[0], train.mean(0))
+    assert not np.allclose(dm.scaler.mean[0], dm.frame.values.mean(0))
 
 
 def test_test_loader_keeps_every_window():
@@ -57,7 +57,7 @@ def test_window_content_and_times(tiny_csv):
     dm.setup()
     item = dm.splits["val"][3]
     start = dm.rows["val"][0] + 3
-    scaled = dm.scaler.transform(dm.frame.values).astype(np.float32)
+    scaled = dm.scaler.transform(dm.frame.values)
     np.testing.assert_allclose(item["x"].numpy(), scaled[start : start + 24])
     np.testing.assert_allclose(item["y"].numpy(), scaled[start + 24 : start + 30])
     assert item["x_time"].tolist() == list(range(-23, 1)) and item["y_time"].tolist() == list(range(1, 7))
@@ -302,7 +302,7 @@ def test_columns_take_an_index_or_array_and_refuse_an_unordered_set(tiny_csv):
 def test_a_drop_fraction_short_by_chance_is_not_taken_for_observations_put_back(tmp_path):
     """On a small file the random draw can fall short of drop by more than two points with nothing
     put back; the warning said a longer lookback would help."""
-    from ts_continuum.data.windows import IrregularRegime
+    from ts_continuum.data.protocol import IrregularRegime
 
     rows = 400
     pd.DataFrame({"date": pd.date_range("2020", periods=rows, freq="h"), "a": np.arange(rows) * 0.1}).to_csv(

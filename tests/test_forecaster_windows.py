@@ -11,9 +11,9 @@ import torch
 
 from ts_continuum.data import WindowDataset
 from ts_continuum.forecasting.frames import detect_spec, read_panel
-from ts_continuum.forecasting.scaling import Scaler
+from ts_continuum.data.scaling import Scaler
 from ts_continuum.forecasting.steps import infer_freq, irregularity, parse_freq
-from ts_continuum.forecasting.grid_windows import Windows
+from ts_continuum.data.windows import Windows
 from ts_continuum.models import PatchTST
 from ts_continuum.models.packing import is_regular
 

@@ -147,13 +147,13 @@ def test_a_checkpoint_keeps_the_scaling_it_was_trained_with(tiny_csv, tmp_path):
     trainer = fit(ForecastingModule(tiny_patchtst(), lr_schedule="constant"), dm, tmp_path, epochs=1)
     path = tmp_path / "trained.ckpt"
     trainer.save_checkpoint(path)
-    mean, scale = dm.scaler.mean_.copy(), dm.scaler.scale_.copy()
+    mean, scale = dm.scaler.mean[0].copy(), dm.scaler.std[0].copy()
     df.assign(a=df["a"] + 5.0).to_csv(csv, index=False)  # the file changes after training
     later = ForecastDataModule(str(csv), lookback=24, horizon=6, batch_size=16)
     tester = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, default_root_dir=tmp_path)
     with pytest.warns(UserWarning, match="no longer scale as when the checkpoint was trained.*checkpoint's scaling is used"):
         tester.test(ForecastingModule(tiny_patchtst(), lr_schedule="constant"), later, ckpt_path=path, verbose=False)
-    np.testing.assert_allclose(later.scaler.mean_, mean)
+    np.testing.assert_allclose(later.scaler.mean[0], mean)
     np.testing.assert_allclose(later.splits["test"].values, ((later.frame.values - mean) / scale).astype(np.float32),
                                rtol=1e-6, atol=1e-6)
     df.to_csv(csv, index=False)  # the file as trained on again
@@ -165,9 +165,9 @@ def test_a_checkpoint_keeps_the_scaling_it_was_trained_with(tiny_csv, tmp_path):
         # other data (a model trained on one series scored on another) keeps its own scaling
         pd.read_csv(tiny_csv).assign(a=lambda d: d["a"] * 3.0 + 7.0).to_csv(tmp_path / "other.csv", index=False)
         other = ForecastDataModule(str(tmp_path / "other.csv"), lookback=24, horizon=6, batch_size=16)
-        own = other.scaler.mean_.copy()
+        own = other.scaler.mean[0].copy()
         other.load_state_dict(dm.state_dict())
-        np.testing.assert_allclose(other.scaler.mean_, own)
+        np.testing.assert_allclose(other.scaler.mean[0], own)
         assert not np.allclose(own, mean)
     with pytest.raises(ValueError, match=r"trained on the channels \['a', 'b', 'c'\].*columns="):
         ForecastDataModule(str(csv), lookback=24, horizon=6, columns=["b", "a"]).load_state_dict(dm.state_dict())
@@ -183,7 +183,7 @@ def test_the_prediction_writer_labels_a_plain_trainers_forecasts_in_the_datas_un
     scaled = torch.cat(trainer.predict(module, datamodule=dm))
     written = pd.read_csv(Path(trainer.log_dir) / "predictions.csv")
     assert len(written) == scaled.shape[0] * scaled.shape[1]
-    want = dm.scaler.inverse_transform(scaled.reshape(-1, scaled.shape[-1]).numpy())
+    want = dm.scaler.inverse(scaled.reshape(-1, scaled.shape[-1]).numpy())
     np.testing.assert_allclose(written[dm.channel_names].to_numpy(), want, rtol=1e-5, atol=1e-5)
 
 

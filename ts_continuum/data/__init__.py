@@ -3,7 +3,8 @@
 from .bundled import load_dataset
 from .datamodule import ForecastDataModule
 from .physionet import PhysioNetDataModule
-from .windows import IrregularRegime, WindowDataset, split_rows
+from .protocol import IrregularRegime, split_rows
+from .windows import WindowDataset
 
 __all__ = ["load_dataset", "ForecastDataModule", "PhysioNetDataModule", "IrregularRegime", "WindowDataset",
            "split_rows"]

@@ -10,11 +10,12 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import pandas as pd
-from sklearn.preprocessing import StandardScaler
 from torch.utils.data import DataLoader
 
 from .bundled import bundled_name, load_dataset
-from .windows import DropMode, IrregularRegime, WindowDataset, min_rows, split_rows
+from .scaling import Scaler
+from .protocol import DropMode, IrregularRegime, min_rows, split_rows
+from .windows import WindowDataset
 
 
 def _check_columns(columns) -> list[str] | None:
@@ -201,12 +202,12 @@ class ForecastDataModule(L.LightningDataModule):
         return rows
 
     @cached_property
-    def scaler(self) -> StandardScaler:
+    def scaler(self) -> Scaler:
         """Fit on the training rows only (all of them, in every regime: targets share one scale)."""
         start, end = self.rows["train"]
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is named below, not warned about
-            scaler = StandardScaler().fit(self.frame.values[start:end])
-        broken = ~(np.isfinite(scaler.mean_) & np.isfinite(scaler.scale_))
+        scaler = Scaler.fit(self.frame.values[start:end])
+        with np.errstate(over="ignore"):  # refused as ever: a variance past float64 in the data's units
+            broken = ~(np.isfinite(scaler.mean[0]) & np.isfinite(scaler.std[0] ** 2))
         if broken.any():
             column = self.channel_names[int(np.flatnonzero(broken)[0])]
             largest = float(np.abs(self.frame[column].to_numpy()[start:end]).max())
@@ -217,7 +218,7 @@ class ForecastDataModule(L.LightningDataModule):
     def state_dict(self) -> dict:
         """The scaling the model was trained with: Lightning saves it in every checkpoint, so that
         evaluation scales inputs as training did even when the file has changed since."""
-        return {"scaler_mean": self.scaler.mean_.tolist(), "scaler_scale": self.scaler.scale_.tolist(),
+        return {"scaler_mean": self.scaler.mean[0].tolist(), "scaler_scale": self.scaler.std[0].tolist(),
                 "channels": self.channel_names, "dataset": self._source()}
 
     def _source(self) -> str:
@@ -239,16 +240,13 @@ class ForecastDataModule(L.LightningDataModule):
             raise ValueError(f"the checkpoint was trained on the channels {channels}, but this data module gives "
                              f"{self.channel_names}; pass columns={channels}")
         fitted = self.scaler
-        if np.allclose(fitted.mean_, mean, rtol=1e-6, atol=1e-9) and np.allclose(fitted.scale_, scale, rtol=1e-6):
+        if np.allclose(fitted.mean[0], mean, rtol=1e-6, atol=1e-9) and np.allclose(fitted.std[0], scale, rtol=1e-6):
             return
         warnings.warn(f"{self.dataset}: its training rows no longer scale as when the checkpoint was trained (means "
-                      f"{np.round(fitted.mean_, 4).tolist()}, checkpoint {np.round(mean, 4).tolist()}): the file "
+                      f"{np.round(fitted.mean[0], 4).tolist()}, checkpoint {np.round(mean, 4).tolist()}): the file "
                       "has changed since (and with it, possibly, its splits). The checkpoint's scaling is used, so "
                       "the model sees inputs scaled as in training", UserWarning, stacklevel=2)
-        saved = StandardScaler()
-        saved.mean_, saved.scale_, saved.var_ = mean, scale, scale ** 2
-        saved.n_features_in_, saved.n_samples_seen_ = len(mean), 0
-        self.__dict__["scaler"] = saved
+        self.__dict__["scaler"] = Scaler(mean[None, :], scale[None, :])
         if self.splits:  # set up already (Lightning restores after setup): cut the windows again
             self.splits = {}
             self.setup()
@@ -256,7 +254,7 @@ class ForecastDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        values = self.scaler.transform(self.frame.values).astype(np.float32)
+        values = self.scaler.transform(self.frame.values)
         mask = offsets = None
         if not self.regime.is_regular:
             mask = self.regime.observation_mask(len(values), values.shape[1], max_gap=self.lookback - 1)

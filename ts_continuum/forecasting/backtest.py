@@ -32,7 +32,7 @@ from .intervals import Calibration, Level, bounds, check_names, interval_columns
 from .native_times import native_to_pandas
 from .steps import describe, future_times, series_steps
 from .grid_state import GridState
-from .grid_windows import EPS, Windows
+from ..data.windows import EPS, Windows
 
 
 @dataclass

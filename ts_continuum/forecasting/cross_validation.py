@@ -26,7 +26,7 @@ from .frames import FrameSpec, Panel
 from .grid_fit import GridFit
 from .intervals import Calibration
 from .steps import describe
-from .grid_windows import EPS, Windows
+from ..data.windows import EPS, Windows
 
 IN_SAMPLE = "their errors are in-sample and optimistic"  # cannot happen: each fit ends at its first cutoff
 

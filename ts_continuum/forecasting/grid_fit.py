@@ -22,9 +22,9 @@ from .fit_loop import check_finite_weights, run_fit, seeded
 from .frames import FrameSpec, Panel, detect_spec, read_panel, warn_constant_targets
 from .grid_state import GridState
 from .options import Options, check_backend, check_trains
-from .scaling import Scaler
+from ..data.scaling import Scaler
 from .steps import describe, nominal_step, spacing_hint, typical_spacing, warn_if_blind
-from .grid_windows import EPS, Windows, window_loader
+from ..data.windows import EPS, Windows, window_loader
 
 
 @dataclass

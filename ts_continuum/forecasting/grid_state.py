@@ -20,9 +20,9 @@ from ..models.eager_attention import eager_attention
 from .forecast_errors import user_stacklevel
 from .frames import FrameSpec, Panel, read_panel
 from .intervals import Calibration
-from .scaling import Scaler
+from ..data.scaling import Scaler
 from .steps import check_resolution, describe, warn_if_blind, warn_spacing_mismatch
-from .grid_windows import Windows
+from ..data.windows import Windows
 
 PREDICT_CHUNK = 2048  # windows per forward pass
 

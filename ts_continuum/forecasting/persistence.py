@@ -19,7 +19,7 @@ from .grid_state import GridState
 from .intervals import Calibration
 from .saved_directory import (ARRAYS, CONFIG, DAMAGED, config_text, id_dtype_of, load_weights, model_config,
                               read_arrays, rebuild, saved_ids, write_directory)
-from .scaling import Scaler
+from ..data.scaling import Scaler
 
 FORMAT_VERSION = 1
 ARRAY_ENTRIES = ("mean", "std", "bounds", "times", "values")

@@ -14,7 +14,7 @@ from ..data.observations import ObservationSets, pad
 from ..models.eager_attention import eager_attention
 from .query_frames import Observations, ranges
 from .query_time import TimeAxis
-from .scaling import VariableScaler
+from ..data.scaling import VariableScaler
 
 PREDICT_CHUNK = 256  # examples per forward pass
 

@@ -29,7 +29,7 @@ from .query_examples import example_sets, query_rows
 from .query_frames import Observations, QuerySpec, detect_query_spec, read_observations
 from .query_state import QueryState
 from .query_time import QueryTimes, TimeAxis
-from .scaling import VariableScaler
+from ..data.scaling import VariableScaler
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from .query_frames import Observations, QuerySpec
 from .query_state import QueryState
 from .saved_directory import (ARRAYS, CONFIG, DAMAGED, config_text, id_dtype_of, load_weights, model_config,
                               read_arrays, rebuild, saved_ids, write_directory)
-from .scaling import VariableScaler
+from ..data.scaling import VariableScaler
 
 FORMAT_VERSION = 2
 ARRAY_ENTRIES = ("offset", "scale", "offsets", "variable", "times", "values")

@@ -17,7 +17,7 @@ from .intervals import Level, VariableCalibration, parse_levels
 from .query_examples import example_sets, forecast
 from .query_frames import Observations, Queries, QuerySpec, answer_frame, plain, read_observations, read_queries
 from .query_time import QueryTimes, TimeAxis
-from .scaling import VariableScaler
+from ..data.scaling import VariableScaler
 
 
 @dataclass

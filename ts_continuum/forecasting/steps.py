@@ -15,11 +15,11 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..data.windows import SNAP, to_steps
 from .forecast_errors import user_stacklevel
 from .frames import Panel
 from .native_times import native_to_pandas
 
-SNAP = 1e-6  # times this close to a whole number of steps are taken as exact (float noise)
 COMMON = 0.1  # a spacing this share of the gaps have is common: an inferred step 1.5 times it or more is doubtful
 DAY = pd.Timedelta(days=1).value
 CALENDAR = (  # unit, spacing in days, to numbers, back to dates (first day), one unit
@@ -279,13 +279,6 @@ def warn_spacing_mismatch(panel: Panel, trained: float | None, freq: float | int
         f"per series, against about {lookback * float(freq) / reference:.3g} in training, and it forecasts steps of "
         f"{describe(freq, kind)}. Resample the data like the training data, or fit a model on data spaced like this",
         UserWarning, stacklevel=user_stacklevel())
-
-
-def to_steps(delta: np.ndarray, freq: float | int) -> np.ndarray:
-    """Native time differences -> nominal steps (float64), whole numbers made exact."""
-    steps = np.asarray(delta, dtype=np.float64) / float(freq)
-    whole = np.rint(steps)
-    return np.where(np.abs(steps - whole) < SNAP, whole, steps)
 
 
 def series_steps(panel: Panel, freq: float | int) -> np.ndarray:

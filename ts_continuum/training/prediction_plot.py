@@ -17,7 +17,7 @@ MAX_PANELS = 8  # Weather has 21 channels: a figure of 21 panels is unreadable
 def plot_window(window: dict[str, torch.Tensor], forecast: np.ndarray, inverse, channel_names: list[str],
                 title: str, observed: np.ndarray | None = None) -> Figure:
     """``window``: a ``WindowDataset`` item (scaled ``x``, ``x_mask``, ``x_time``, ``y``); ``forecast``
-    (horizon, channels) and ``inverse``, the scaler's ``inverse_transform``, already in the data's units.
+    (horizon, channels) and ``inverse``, the scaler's ``inverse``, already in the data's units.
     ``observed`` (lookback, channels): which inputs were observed when the window's inputs were
     interpolated (the model then sees every slot): drawn as points on the interpolated line."""
     x = inverse(np.nan_to_num(window["x"].numpy()))

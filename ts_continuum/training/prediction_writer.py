@@ -65,7 +65,8 @@ class PredictionWriter(BasePredictionWriter):
         windows = (loaders[dataloader_idx] if isinstance(loaders, (list, tuple)) else loaders).dataset
         pred = prediction.detach().float().cpu().numpy()
         n, horizon, channels = pred.shape
-        values = dm.scaler.inverse_transform(pred.reshape(-1, channels))  # the model works in scaled units
+        # the model works in scaled units; written as float32, the precision it forecasts in
+        values = dm.scaler.inverse(pred.reshape(-1, channels)).astype(np.float32)
         if not batch_indices:  # Lightning records them for its own DataLoaders
             raise RuntimeError("predict did not report which windows a batch holds; cannot label predictions")
         index = np.asarray(batch_indices)
@@ -102,7 +103,7 @@ class PredictionWriter(BasePredictionWriter):
             origin = dm.frame.index[windows.start + index + windows.lookback - 1]
             title = f"{model_title(pl_module)}: window {index}, origin {origin}"
             observed = windows.observed(index) if windows.interpolate else None
-            plot_window(windows[index], forecast, dm.scaler.inverse_transform, dm.channel_names, title,
+            plot_window(windows[index], forecast, dm.scaler.inverse, dm.channel_names, title,
                         observed).savefig(path, dpi=120)
         except Exception as error:
             # each process draws its own figure, so each says what went wrong with it

@@ -32,8 +32,8 @@ from matplotlib.figure import Figure
 from ts_continuum import Forecaster, load_dataset
 
 CONFIGS = {
-    "continuous": dict(attention="continuous", pos_encoding="rope"),
-    "softmax + rope": dict(attention="softmax", pos_encoding="rope"),
+    "continuous": dict(attention="continuous", pos_encoding="rope", interpolate_inputs=False),
+    "softmax + rope": dict(attention="softmax", pos_encoding="rope", interpolate_inputs=False),
     "softmax, interpolated inputs": dict(attention="softmax", pos_encoding="learned", interpolate_inputs=True),
 }
 

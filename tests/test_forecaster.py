@@ -168,7 +168,8 @@ def test_irregular_input_with_continuous_attention_raises_no_warning(data):
 @pytest.mark.parametrize("pos", ["learned", "none"])
 def test_softmax_with_index_positions_warns_on_irregular_data(data, pos):
     with pytest.warns(UserWarning, match="cannot see the time between"):
-        f = Forecaster(**TINY, attention="softmax", pos_encoding=pos).fit(data, target_cols=TARGETS)
+        f = Forecaster(**TINY, attention="softmax", pos_encoding=pos, interpolate_inputs=False).fit(
+            data, target_cols=TARGETS)
     with pytest.warns(UserWarning, match="cannot see"):
         f.predict(data)
     with warnings.catch_warnings():  # regular complete data: nothing to see
@@ -209,14 +210,26 @@ def test_interpolate_inputs_feeds_complete_regular_windows_and_survives_save_loa
     pd.testing.assert_frame_equal(loaded.predict(data), pred)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*cannot see.*")  # the same model on the observations is blind
-        plain = Forecaster(**TINY, attention="softmax", pos_encoding="learned").fit(data, target_cols=TARGETS,
-                                                                                     val_size=H)
+        plain = Forecaster(**TINY, attention="softmax", pos_encoding="learned", interpolate_inputs=False).fit(
+            data, target_cols=TARGETS, val_size=H)
         assert not np.allclose(plain.predict(data)[TARGETS].to_numpy(), pred[TARGETS].to_numpy())
-    assert "interpolate_inputs" not in repr(plain)  # saved only when set
+    assert "interpolate_inputs=False" in repr(plain)
+
+
+def test_defaults_follow_the_study_and_older_saves_keep_their_inputs(tmp_path):
+    """softmax attention and interpolated inputs for grid models (docs/forecaster.md#defaults); a save
+    from before the default changed (no interpolate_inputs in its config) still reads observations."""
+    grid, query = Forecaster(horizon=6, lookback=24), Forecaster(model="async", horizon=6)
+    assert grid.attention == query.attention == "softmax"
+    assert grid.interpolate_inputs and not query.interpolate_inputs
+    with pytest.raises(ValueError, match="leave them out"):
+        Forecaster(model="async", horizon=6, interpolate_inputs=True)
+    old = Forecaster.load(Path(__file__).parent / "data" / "forecaster-format-1")
+    assert not old.interpolate_inputs and old.attention == "continuous"
 
 
 def test_interpolate_inputs_must_be_a_bool():
-    with pytest.raises(ValueError, match="interpolate_inputs must be True or False, got 'linear'"):
+    with pytest.raises(ValueError, match="interpolate_inputs must be True, False or None .*, got 'linear'"):
         Forecaster(**TINY, interpolate_inputs="linear")
 
 
@@ -683,7 +696,7 @@ def test_a_divergence_after_a_validated_epoch_keeps_that_epoch_and_saves_strict_
 
 def test_warnings_point_at_the_users_line_from_every_entry_point(data):
     shuffled = data.sample(frac=1.0, random_state=0)  # unsorted rows: a warning from deep in the frame reader
-    blind = dict(attention="softmax", pos_encoding="learned")  # irregular data: the blind-positions warning
+    blind = dict(attention="softmax", pos_encoding="learned", interpolate_inputs=False)  # the blind-positions warning
     f = Forecaster(**TINY, **blind)
     calls = {"fit": lambda: f.fit(shuffled, target_cols=TARGETS),
              "predict": lambda: f.predict(shuffled),

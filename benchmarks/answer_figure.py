@@ -93,7 +93,7 @@ def draw(table: list[tuple[str, Shares | None]], path: Path) -> None:
     """Two panels of means with 95 % intervals, one row per dataset, zero marked."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 0.45 * len(table) + 2.0), sharey=True)
     y = np.arange(len(table))[::-1]
-    for row, (label, shares) in zip(y, table):
+    for row, (_label, shares) in zip(y, table):
         if shares is None:
             for ax in (left, right):
                 ax.text(0.5, row, "pending", transform=ax.get_yaxis_transform(), ha="center", va="center",
@@ -127,7 +127,8 @@ def numbers(table: list[tuple[str, Shares | None]]) -> str:
     sources = ", ".join(f"`{name}/`" for name in SOURCES)
     lines = ["# The one-screen answer's figure: what it draws", "",
              f"`{COMMAND}`, from the `results.csv` of {sources}. Relative differences in %: mean and 95 % "
-             "t-interval over the units counted (pairs on the left of the figure; on the right seeds, for the synthetic "
+             "t-interval over the units counted (pairs on the left of the figure; on the right seeds, for the "
+             "synthetic "
              "series each sampling's seeds).", "",
              "| data | comparison | units | mean | 95 % CI |", "|---|---|---|---|---|"]
     for label, shares in table:

@@ -598,7 +598,8 @@ def test_pandas_periods_are_refused_with_the_conversion_to_timestamps(freq):
     with pytest.raises(ValueError, match=r"time column 'ds' holds pandas Periods.*df\['ds'\].dt.to_timestamp\(\)"):
         Forecaster(**TINY).fit(long)
     if freq == "h":  # predict on a frame with a PeriodIndex names the index, not a column
-        fitted = Forecaster(**TINY, limit_train_batches=1).fit(pd.DataFrame({"y": values}, index=periods.to_timestamp()))
+        regular = pd.DataFrame({"y": values}, index=periods.to_timestamp())
+        fitted = Forecaster(**TINY, limit_train_batches=1).fit(regular)
         with pytest.raises(ValueError, match=r"predict data: the index holds pandas Periods.*df.index = "):
             fitted.predict(pd.DataFrame({"y": values}, index=periods))
     converted = long.assign(ds=long["ds"].dt.to_timestamp())  # the advice works (months: the calendar check)

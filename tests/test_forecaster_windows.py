@@ -194,7 +194,8 @@ def test_times_on_no_grid_warn_that_the_inferred_step_is_arbitrary_and_suggest_a
     with pytest.warns(UserWarning, match=r"no regular grid.*e.g. freq=0.\d"):
         infer_freq(read_panel(numeric, detect_spec(numeric, time_col="t")))
     for kept in (0.7, 0.35):  # rows dropped from a grid, lightly or so heavily that the median is 2 steps
-        hourly = pd.DataFrame({"y": 0.0}, index=pd.date_range("2021-01-01", periods=300, freq="h")[rng.random(300) < kept])
+        hours = pd.date_range("2021-01-01", periods=300, freq="h")
+        hourly = pd.DataFrame({"y": 0.0}, index=hours[rng.random(300) < kept])
         with warnings.catch_warnings(record=True) as record:
             warnings.simplefilter("always")
             infer_freq(read_panel(hourly, detect_spec(hourly)))

@@ -97,7 +97,8 @@ def test_float32_times_too_coarse_for_their_gaps_are_warned_about_and_float64_on
     torch.manual_seed(0)
     q, k, v = qkv(B=1, T=5)
     unix = 1.7e9 + torch.tensor([0.0, 3600, 5000, 9000, 9100], dtype=torch.float64)
-    with pytest.warns(UserWarning, match=r"times in torch.float32 reach 1.7\d*e\+09.*of the smallest gap seen.*float64"):
+    expected = r"times in torch.float32 reach 1.7\d*e\+09.*of the smallest gap seen.*float64"
+    with pytest.warns(UserWarning, match=expected):
         coarse = continuous_attention(q, k, v, times=unix.float(), backend="torch")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # float64, or float32 relative to an origin: silent

@@ -127,7 +127,8 @@ def test_lightnings_own_checkpoint_routes_refuse_another_model_or_other_resumed_
         plain.test(ForecastingModule(tiny_patchtst("continuous")), dm, ckpt_path=path, verbose=False)
     resumed = L.Trainer(accelerator="cpu", max_epochs=2, logger=False, enable_progress_bar=False,
                         default_root_dir=tmp_path)
-    with pytest.raises(ValueError, match=r"mix two recipes: loss='mae' \(checkpoint 'mse'\), lr=0.0001 \(checkpoint 0.003\)"):
+    mixed = r"mix two recipes: loss='mae' \(checkpoint 'mse'\), lr=0.0001 \(checkpoint 0.003\)"
+    with pytest.raises(ValueError, match=mixed):
         resumed.fit(ForecastingModule(tiny_patchtst(), lr=1e-4, loss="mae", lr_schedule="constant"), dm,
                     ckpt_path=path)
     fit_same = L.Trainer(accelerator="cpu", max_epochs=2, logger=False, enable_progress_bar=False,
@@ -151,7 +152,8 @@ def test_a_checkpoint_keeps_the_scaling_it_was_trained_with(tiny_csv, tmp_path):
     df.assign(a=df["a"] + 5.0).to_csv(csv, index=False)  # the file changes after training
     later = ForecastDataModule(str(csv), lookback=24, horizon=6, batch_size=16)
     tester = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, default_root_dir=tmp_path)
-    with pytest.warns(UserWarning, match="no longer scale as when the checkpoint was trained.*checkpoint's scaling is used"):
+    changed = "no longer scale as when the checkpoint was trained.*checkpoint's scaling is used"
+    with pytest.warns(UserWarning, match=changed):
         tester.test(ForecastingModule(tiny_patchtst(), lr_schedule="constant"), later, ckpt_path=path, verbose=False)
     np.testing.assert_allclose(later.scaler.mean[0], mean)
     np.testing.assert_allclose(later.splits["test"].values, ((later.frame.values - mean) / scale).astype(np.float32),

@@ -43,9 +43,9 @@ class BacktestResult:
     series, cutoff and target; ``overall``: the same per target over every matched point. Original
     units. With ``season_length`` m, also the seasonal naive forecast's ``snaive_mse``/``snaive_mae``:
     slot k gets the last observation at or before k - m * ceil(k / m) steps from the origin (on
-    regular data the value one season before), scored where that observation exists. With ``level``, ``forecasts`` also holds ``<target>_forecast-lo-<L>``/``-hi-<L>`` and the
-    scores ``coverage-<L>`` (share of matched points inside the interval) and ``width-<L>`` (its mean
-    width)."""
+    regular data the value one season before), scored where that observation exists. With ``level``,
+    ``forecasts`` also holds ``<target>_forecast-lo-<L>``/``-hi-<L>`` and the scores ``coverage-<L>``
+    (share of matched points inside the interval) and ``width-<L>`` (its mean width)."""
 
     forecasts: pd.DataFrame
     metrics: pd.DataFrame

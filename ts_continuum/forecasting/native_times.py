@@ -31,7 +31,8 @@ def parse_times(raw: pd.Series | pd.Index, name: str) -> tuple[np.ndarray, str, 
     if pd.api.types.is_bool_dtype(dtype):
         raise ValueError(f"time column {name!r} is boolean; it must hold datetimes or numbers")
     if isinstance(dtype, pd.PeriodDtype):
-        raise ValueError(period_advice(f"time column {name!r}", dtype, f"df[{name!r}] = df[{name!r}].dt.to_timestamp()"))
+        fix = f"df[{name!r}] = df[{name!r}].dt.to_timestamp()"
+        raise ValueError(period_advice(f"time column {name!r}", dtype, fix))
     if pd.api.types.is_numeric_dtype(dtype):
         values = pd.Series(raw).to_numpy(dtype=np.float64, na_value=np.nan)
         if not np.isfinite(values).all():

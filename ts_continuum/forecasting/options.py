@@ -89,5 +89,6 @@ def check_trains(options: Options) -> None:
     for name in ("max_epochs", "max_steps", "limit_train_batches"):
         value = options.trainer.get(name)
         if value is not None and not isinstance(value, bool) and value == 0:
+            fraction = " (or a fraction of the batches)" if name.startswith("limit") else ""
             raise ValueError(f"{name}={value!r} trains nothing, so the forecaster would forecast with random weights; "
-                             f"give {name} at least 1" + (" (or a fraction of the batches)" if name.startswith("limit") else ""))
+                             f"give {name} at least 1{fraction}")

@@ -125,7 +125,8 @@ class ForecastingModule(L.LightningModule):
             return
         differ = [f"{name} {getattr(self.model, name)} (data module: {getattr(data, name)})"
                   for name in ("lookback", "horizon", "n_channels")
-                  if hasattr(self.model, name) and hasattr(data, name) and getattr(self.model, name) != getattr(data, name)]
+                  if hasattr(self.model, name) and hasattr(data, name)
+                  and getattr(self.model, name) != getattr(data, name)]
         if differ:
             raise ValueError(f"the model was built for other windows than the data module gives: {', '.join(differ)}; "
                              "build the model with the data module's lookback, horizon and n_channels")

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchmarks.physionet import report, run
+from benchmarks.physionet import report, run, save_best
+from ts_continuum.training import cli
 
 TINY = {"max_epochs": 2, "max_stays": 40, "batch_size": 8, "eval_batch_size": 16,
         "model_args": {"d_model": 8, "n_heads": 2, "n_layers": 1, "d_ff": 16, "attention_backend": "torch"}}
@@ -54,6 +55,15 @@ def test_grid_runs_resumes_and_reports(tmp_path, capsys):
         npz.unlink()
     report.main([str(out)])
     assert (out / "summary.md").read_text().split("## By sparsity")[1].split("##")[0] == sparsity
+    # the best async cell on validation, saved so that one command recomputes its test MSE
+    save_best.main([str(out)])
+    best = df[(df["model"] == "async") & (df["switch"] == "none")].sort_values("best_val_mse").iloc[0]
+    assert best["cell_id"] in (out / "best" / "README.md").read_text()
+    capsys.readouterr()
+    cli.main(["test", "--config", str(out / "best" / "config.yaml"), "--ckpt_path", str(out / "best" / "model.ckpt"),
+              "--trainer.logger", "false"])
+    printed = capsys.readouterr().out
+    assert f"{best['test_mse']:.6f}"[:7] in printed.replace("│", " "), printed
 
 
 def test_grid_mistakes_are_refused_before_anything_runs(tmp_path):

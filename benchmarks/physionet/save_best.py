@@ -17,17 +17,30 @@ import pandas as pd
 import torch
 import yaml
 
+from benchmarks.physionet.cell import SETTINGS
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "benchmarks" / "results" / "physionet2012"
 MODEL_CLASSES = {"async": "ts_continuum.models.AsyncTransformer", "grid-patchtst": "ts_continuum.models.GridPatchTST"}
 
 
-def best_row(results: pd.DataFrame, model: str) -> pd.Series:
+def checkpoint(results: Path, cell_id: str) -> Path:
+    return results / "runs" / cell_id / "best.ckpt"
+
+
+def best_row(results: pd.DataFrame, model: str, folder: Path) -> tuple[pd.Series, str]:
+    """The finished cell of ``model`` on complete histories with the lowest validation MSE whose
+    checkpoint is still on disk (run folders are not committed), and a note if a better one's is gone."""
     ok = results[(results["status"] == "ok") & (results["model"] == model)
                  & results["switch"].fillna("none").eq("none") & (results["history_keep"] == 1.0)]
-    if ok.empty:
-        raise SystemExit(f"no finished {model} cell on complete histories yet")
-    return ok.loc[ok["best_val_mse"].idxmin()]
+    kept = ok[[checkpoint(folder, c).exists() for c in ok["cell_id"]]]
+    if kept.empty:
+        raise SystemExit(f"no finished {model} cell on complete histories with its checkpoint under {folder}/runs")
+    row, overall = kept.loc[kept["best_val_mse"].idxmin()], ok.loc[ok["best_val_mse"].idxmin()]
+    note = "" if row["cell_id"] == overall["cell_id"] else (
+        f" The best cell on validation, `{overall['cell_id']}` (validation MSE {overall['best_val_mse']:.6f}, test "
+        f"{overall['test_mse']:.6f}), ran in an earlier session whose run folder (checkpoint) was not kept.")
+    return row, note
 
 
 def run_config(cell: dict, ckpt: dict) -> dict:
@@ -41,7 +54,8 @@ def run_config(cell: dict, ckpt: dict) -> dict:
         "model": {"model": {"class_path": ckpt["model_class"], "init_args": model_config},
                   "lr": float(cell["lr"]), "lr_schedule": "cosine"},
         "data": {"split_seed": int(cell["split_seed"]), "batch_size": int(cell["batch_size"]),
-                 "eval_batch_size": int(cell["eval_batch_size"]), "history_keep": float(cell["history_keep"])},
+                 "eval_batch_size": int(cell["eval_batch_size"]), "history_keep": float(cell["history_keep"]),
+                 **({"max_stays": int(cell["max_stays"])} if cell["max_stays"] else {})},
     }
 
 
@@ -50,9 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("results", nargs="?", type=Path, default=DEFAULT)
     parser.add_argument("--model", default="async", choices=sorted(MODEL_CLASSES))
     args = parser.parse_args(argv)
-    row = best_row(pd.read_csv(args.results / "results.csv"), args.model)
-    cell = json.loads(row["config"])
-    ckpt = torch.load(args.results / "runs" / row["cell_id"] / "best.ckpt", map_location="cpu", weights_only=False)
+    row, note = best_row(pd.read_csv(args.results / "results.csv"), args.model, args.results)
+    cell = {**SETTINGS, **json.loads(row["config"])}
+    ckpt = torch.load(checkpoint(args.results, row["cell_id"]), map_location="cpu", weights_only=False)
     for key in ("optimizer_states", "lr_schedulers", "loops", "callbacks"):
         ckpt.pop(key, None)  # evaluation needs weights, model arguments and the data's state only
     best = args.results / "best"
@@ -63,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         f"# The study's best {args.model} model\n\n"
         f"Cell `{row['cell_id']}` (block `{row['block']}`), chosen on validation MSE "
         f"({row['best_val_mse']:.6f}) among the finished cells of its kind on complete histories; its test MSE "
-        f"in `results.csv`: {row['test_mse']:.6f} (MAE {row['test_mae']:.6f}).\n\n"
+        f"in `results.csv`: {row['test_mse']:.6f} (MAE {row['test_mae']:.6f}).{note}\n\n"
         "Recompute its test MSE from the raw data file (`datasets/physionet2012.csv.xz`):\n\n"
         "```bash\nts-continuum test --config benchmarks/results/physionet2012/best/config.yaml "
         "--ckpt_path benchmarks/results/physionet2012/best/model.ckpt\n```\n\n"

@@ -27,7 +27,7 @@ def block(name, **axes):
 
 
 @pytest.mark.slow
-def test_grid_runs_resumes_and_reports(tmp_path, capsys):
+def test_grid_runs_resumes_and_reports(tmp_path, capsys, monkeypatch):
     grid = write_grid(tmp_path, [block("main"), block("switch", attention="softmax", switch="to-other@1"),
                                  block("floor", model="last", attention="none", pos_encoding="none")])
     run.main(["--grid", str(grid), "--threads", "1"])
@@ -60,6 +60,7 @@ def test_grid_runs_resumes_and_reports(tmp_path, capsys):
     best = df[(df["model"] == "async") & (df["switch"] == "none")].sort_values("best_val_mse").iloc[0]
     assert best["cell_id"] in (out / "best" / "README.md").read_text()
     capsys.readouterr()
+    monkeypatch.chdir(tmp_path)  # the command writes its run folder (config.yaml) where it runs
     cli.main(["test", "--config", str(out / "best" / "config.yaml"), "--ckpt_path", str(out / "best" / "model.ckpt"),
               "--trainer.logger", "false"])
     printed = capsys.readouterr().out

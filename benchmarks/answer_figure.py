@@ -10,9 +10,11 @@ seeds pooled as in ``pooled/``), or, for the synthetic control's encoder, comple
 the steps observed (informative and random sampling together). Right: the conventional alternative,
 each window's inputs interpolated onto every step, against the same attention and seed on the inputs
 left dropped, relative to the latter; the two attentions are averaged per seed (they share the dropped
-inputs), so the interval is over seeds, as in ``pooled/summary.md``. ``answer_figure.md`` lists every
-figure drawn. A dataset whose results are not committed yet (PhysioNet 2012) is drawn as pending:
-give its row a loader in ``rows`` when its results.csv lands.
+inputs), so the interval is over seeds, as in ``pooled/summary.md``. PhysioNet 2012 has no regular
+inputs: its left point is the AsyncTransformer with RoPE on real time, on the observations as
+recorded; its alternative is the history interpolated onto an hourly grid for PatchTST, against the
+AsyncTransformer of the same attention and seed. A point too far right for the panel is drawn at its
+edge with its value. ``answer_figure.md`` lists every figure drawn.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 COMMAND = "python -m benchmarks.answer_figure"
 # (label, marker, colour) of the two inputs each row compares on the left; the right panel has one
 REGIMES = (("regular inputs (synthetic: complete)", "o", "tab:blue"),
-           ("60 % dropped (synthetic: 45 % unobserved)", "s", "tab:red"))
-SOURCES = ("study", "study_gpu", "synthetic_control_long", "synthetic_control_inputs_interpolated")
+           ("60 % dropped (synthetic: 45 % unobserved; PhysioNet: as recorded)", "s", "tab:red"))
+SOURCES = ("study", "study_gpu", "synthetic_control_long", "synthetic_control_inputs_interpolated", "physionet2012")
+ALTERNATIVE = {"PhysioNet 2012": "hourly grid + PatchTST − AsyncTransformer on the observations (per seed)"}
+ALTERNATIVE_DEFAULT = "interpolated − dropped inputs (per seed)"
+RIGHT_LIMIT = 40.0  # % : the right panel's widest reach; a point beyond it is drawn at the edge
 Shares = dict[str, np.ndarray]  # what a row draws: key -> the units' relative differences, in %
 
 
@@ -80,32 +85,51 @@ def synthetic_row(results: Path) -> Shares:
             "interpolated": per_run.groupby([both["sampling"], both["seed"]]).mean().to_numpy()}
 
 
-def rows(results: Path) -> list[tuple[str, Callable[[], Shares] | None]]:
-    """(label, loader) per row of RESULTS.md's table; a loader of None draws the row as pending."""
+def physionet_row(results: Path) -> Shares:
+    """PhysioNet 2012: continuous − softmax of the AsyncTransformer with RoPE on complete histories,
+    paired by seed, and the hourly-grid PatchTST against that model (same attention and seed),
+    averaged over the attentions per seed."""
+    runs = pd.read_csv(results / "physionet2012" / "results.csv")
+    runs = runs[(runs["status"] == "ok") & runs["switch"].fillna("none").eq("none") & (runs["history_keep"] == 1.0)]
+    main = runs[(runs["model"] == "async") & (runs["pos_encoding"] == "rope")]
+    wide = main.pivot_table(index="seed", columns="attention", values="test_mse").dropna()
+    grid = runs[runs["model"] == "grid-patchtst"].merge(main, on=["seed", "attention"], suffixes=("_grid", "_async"))
+    share = 100 * (grid["test_mse_grid"] / grid["test_mse_async"] - 1)
+    return {REGIMES[1][0]: 100 * (wide["continuous"] / wide["softmax"] - 1).to_numpy(),
+            "interpolated": share.groupby(grid["seed"]).mean().to_numpy()}
+
+
+def rows(results: Path) -> list[tuple[str, Callable[[], Shares]]]:
+    """(label, loader) per row of RESULTS.md's table."""
     runs = study_runs(results)
     benchmark = [(name, lambda d=dataset: benchmark_row(runs, d)) for name, dataset in
                  (("ETTh1", "ETTh1"), ("ETTh2", "ETTh2"), ("ETTm1", "ETTm1"), ("ETTm2", "ETTm2"),
                   ("Weather", "weather"))]
-    return benchmark + [("Synthetic (encoder)", lambda: synthetic_row(results)), ("PhysioNet 2012", None)]
+    return benchmark + [("Synthetic (encoder)", lambda: synthetic_row(results)),
+                        ("PhysioNet 2012", lambda: physionet_row(results))]
 
 
-def draw(table: list[tuple[str, Shares | None]], path: Path) -> None:
+def point(ax: plt.Axes, values: np.ndarray, row: float, marker: str, colour: str, label: str | None = None) -> None:
+    """Mean with its 95 % interval (none from a single unit) at height ``row``."""
+    st = paired_stats(values)
+    err = [[st["mean"] - st["lo"]], [st["hi"] - st["mean"]]] if np.isfinite(st["lo"]) else None
+    ax.errorbar(st["mean"], row, xerr=err, fmt=marker, color=colour, capsize=3, label=label)
+
+
+def draw(table: list[tuple[str, Shares]], path: Path) -> None:
     """Two panels of means with 95 % intervals, one row per dataset, zero marked."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 0.45 * len(table) + 2.0), sharey=True)
     y = np.arange(len(table))[::-1]
     for row, (_label, shares) in zip(y, table):
-        if shares is None:
-            for ax in (left, right):
-                ax.text(0.5, row, "pending", transform=ax.get_yaxis_transform(), ha="center", va="center",
-                        color="grey", style="italic")
-            continue
         for (name, marker, colour), offset in zip(REGIMES, (0.15, -0.15)):
-            st = paired_stats(shares[name])
-            left.errorbar(st["mean"], row + offset, xerr=[[st["mean"] - st["lo"]], [st["hi"] - st["mean"]]],
-                          fmt=marker, color=colour, capsize=3, label=name if row == y[0] else None)
-        st = paired_stats(shares["interpolated"])
-        right.errorbar(st["mean"], row, xerr=[[st["mean"] - st["lo"]], [st["hi"] - st["mean"]]], fmt="D",
-                       color="tab:green", capsize=3)
+            if name in shares:
+                point(left, shares[name], row + offset, marker, colour, name if row == y[0] else None)
+        mean = float(np.mean(shares["interpolated"]))
+        if mean > RIGHT_LIMIT:
+            right.text(0.98, row, f"{mean:+.0f} % →", transform=right.get_yaxis_transform(), ha="right",
+                       va="center", color="tab:green")
+        else:
+            point(right, shares["interpolated"], row, "D", "tab:green")
     for ax in (left, right):
         ax.axvline(0.0, color="black", lw=0.8)
         ax.grid(axis="x", alpha=0.3)
@@ -122,7 +146,7 @@ def draw(table: list[tuple[str, Shares | None]], path: Path) -> None:
     plt.close(fig)
 
 
-def numbers(table: list[tuple[str, Shares | None]]) -> str:
+def numbers(table: list[tuple[str, Shares]]) -> str:
     """The figures drawn, as a markdown table, so every point of the plot can be read and checked."""
     sources = ", ".join(f"`{name}/`" for name in SOURCES)
     lines = ["# The one-screen answer's figure: what it draws", "",
@@ -132,22 +156,22 @@ def numbers(table: list[tuple[str, Shares | None]]) -> str:
              "series each sampling's seeds).", "",
              "| data | comparison | units | mean | 95 % CI |", "|---|---|---|---|---|"]
     for label, shares in table:
-        if shares is None:
-            lines.append(f"| {label} | pending | — | — | — |")
-            continue
         for name, what in ((REGIMES[0][0], f"continuous − softmax, {REGIMES[0][0]}"),
                            (REGIMES[1][0], f"continuous − softmax, {REGIMES[1][0]}"),
-                           ("interpolated", "interpolated − dropped inputs (per seed)")):
+                           ("interpolated", ALTERNATIVE.get(label, ALTERNATIVE_DEFAULT))):
+            if name not in shares:
+                lines.append(f"| {label} | {what} | 0 | — | — |")
+                continue
             st = paired_stats(shares[name])
-            lines.append(f"| {label} | {what} | {st['n']} | {st['mean']:+.1f} % | "
-                         f"[{st['lo']:+.1f} %, {st['hi']:+.1f} %] |")
+            ci = f"[{st['lo']:+.1f} %, {st['hi']:+.1f} %]" if np.isfinite(st["lo"]) else "— (one unit)"
+            lines.append(f"| {label} | {what} | {st['n']} | {st['mean']:+.1f} % | {ci} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=RESULTS, help="the folder holding study/, study_gpu/ and "
-                        "the synthetic control's folders (default: benchmarks/results)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the folder holding study/, study_gpu/, "
+                        "physionet2012/ and the synthetic control's folders (default: benchmarks/results)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where answer.png and answer_figure.md go "
                         "(default: benchmarks/results)")
     args = parser.parse_args(argv)
@@ -155,7 +179,7 @@ def main(argv: list[str]) -> int:
                if not (args.results / name / "results.csv").is_file()]
     if missing:
         parser.error(f"no {', '.join(missing)}: pass --results the benchmarks/results folder")
-    table = [(label, loader() if loader else None) for label, loader in rows(args.results)]
+    table = [(label, loader()) for label, loader in rows(args.results)]
     args.out.mkdir(parents=True, exist_ok=True)
     draw(table, args.out / "answer.png")
     (args.out / "answer_figure.md").write_text(numbers(table))

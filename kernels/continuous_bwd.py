@@ -56,6 +56,11 @@ DQ_MODES = ("atomic", "deterministic", "pass")
 # read from the environment once, at import; tests and benchmarks set the attribute itself.
 # None: "atomic", or "deterministic" while torch.use_deterministic_algorithms is on.
 DQ_MODE = os.environ.get("TS_CONTINUUM_DQ") or None
+# The dK/dV pass's tile orientation: False (default) query rows x segments, True segments x query
+# rows (S^T = K Q^T, FlashAttention-2/3's backward). Not autotuned: in Triton 3.6 no config of the
+# key-major tiles beats the default one at D = 128 without spilling (benchmarks/results/2026-12-05-sass);
+# kept, tested, for the measurements and for a later Triton.
+KEYS_ROWS = False
 
 
 @triton.jit(do_not_specialize=["TQ", "H"])
@@ -105,19 +110,20 @@ def pass_turn(turn):
 
 @triton.jit
 def _segment_gradients(
-    x, y, log2_len, lse, scale, g_l, g_r, seg, last, FIRST, MASKED: tl.constexpr, SHORT: tl.constexpr,
+    x, y, log2_len, lse, scale, g_l, g_r, keep, MASKED: tl.constexpr, SHORT: tl.constexpr,
 ):
     """Per-segment partials for one tile: (∂L/∂a_left, ∂L/∂a_right, P_left, P_right).
 
     ``x``, ``y`` are the unscaled products q·k and ``lse`` the forward's log2 normaliser
     (moments.segment_shape); ``g_l``, ``g_r`` are dO · v - delta at the left and right endpoints; P are the normalised
-    weights wL / Z and wR / Z that the value gradient needs. MASKED: remove the segments outside
-    FIRST .. last of each row (interior tiles have none). SHORT: half-precision inputs (moments.py).
+    weights wL / Z and wR / Z that the value gradient needs. ``log2_len`` and ``lse`` come broadcastable
+    to the tile, whichever axis holds the segments. MASKED: remove the segments where ``keep`` is false
+    (interior tiles have none). SHORT: half-precision inputs (moments.py).
     """
     top, u, left_high = segment_shape(x, y, log2_len, scale)
     if MASKED:  # e^-inf = 0 removes a segment
-        top = tl.where((seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None]), top, float("-inf"))
-    c = tl.exp2(top - lse[:, None])  # Δ e^{max(a, b)} / Z
+        top = tl.where(keep, top, float("-inf"))
+    c = tl.exp2(top - lse)  # Δ e^{max(a, b)} / Z
     p2, chi, p23 = backward_moments(u, SHORT)
     p_l = c * tl.where(left_high, p2, chi)
     p_r = c * tl.where(left_high, chi, p2)
@@ -132,7 +138,7 @@ def _dkdv_block(
     Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, lse_base, last_base, m0, seg, TQ, FIRST, scale, key_block,
     k_l, k_r, v_l, v_r, log2_len, shift, k_dq, dk, dv,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, ATOMIC_DQ: tl.constexpr,
-    ORDERED_DQ: tl.constexpr, MASKED: tl.constexpr,
+    ORDERED_DQ: tl.constexpr, KEYS_ROWS: tl.constexpr, MASKED: tl.constexpr,
 ):
     """Query block m0's contribution to the resident points' dK, dV (and to its rows' dQ, unscaled)."""
     rows = m0 + tl.arange(0, BLOCK_M)
@@ -148,16 +154,33 @@ def _dkdv_block(
         do = tl.load(DO + offs)
     lse = load_vector(LSE + lse_base, rows, TQ, MASKED)
     delta = load_vector(DELTA + lse_base, rows, TQ, MASKED)
-    y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION)
-    x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION)
-    g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
-    g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
-    da_l, da_r, p_l, p_r = _segment_gradients(x, y, log2_len, lse, scale, g_l, g_r, seg, last, FIRST, MASKED,
-                                              DOT_PRECISION != "ieee")
-    da = (da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)).to(q.dtype)  # column c: point p0 + c
-    p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
-    dk += tl.dot(tl.trans(da), q, input_precision=DOT_PRECISION)
-    dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
+    short = DOT_PRECISION != "ieee"
+    if KEYS_ROWS:  # tiles S^T = K Q^T: segments along rows, query rows along columns
+        y = tl.dot(k_r, tl.trans(q), input_precision=DOT_PRECISION)
+        x = tl.dot(k_l, tl.trans(q), input_precision=DOT_PRECISION)
+        g_r = tl.dot(v_r, tl.trans(do), input_precision=DOT_PRECISION) - delta[None, :]
+        g_l = tl.dot(v_l, tl.trans(do), input_precision=DOT_PRECISION) - delta[None, :]
+        keep = (seg[:, None] >= FIRST) & (seg[:, None] <= last[None, :])
+        da_l, da_r, p_l, p_r = _segment_gradients(x, y, log2_len[:, None], lse[None, :], scale, g_l, g_r, keep,
+                                                  MASKED, short)
+        # row c: point p0 + c (shift is transposed here: (shift @ partial)[c] = partial[c + 1])
+        da_t = (da_r + tl.dot(shift, da_l.to(q.dtype), input_precision=DOT_PRECISION)).to(q.dtype)
+        p_t = p_r + tl.dot(shift, p_l.to(do.dtype), input_precision=DOT_PRECISION)
+        dk += tl.dot(da_t, q, input_precision=DOT_PRECISION)
+        dv += tl.dot(p_t.to(do.dtype), do, input_precision=DOT_PRECISION)
+        da = tl.trans(da_t)
+    else:
+        y = tl.dot(q, tl.trans(k_r), input_precision=DOT_PRECISION)
+        x = tl.dot(q, tl.trans(k_l), input_precision=DOT_PRECISION)
+        g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
+        g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
+        keep = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])
+        da_l, da_r, p_l, p_r = _segment_gradients(x, y, log2_len[None, :], lse[:, None], scale, g_l, g_r, keep,
+                                                  MASKED, short)
+        da = (da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)).to(q.dtype)  # column c: point p0 + c
+        p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
+        dk += tl.dot(tl.trans(da), q, input_precision=DOT_PRECISION)
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
     if ATOMIC_DQ:
         dq = tl.dot(da, k_dq, input_precision=DOT_PRECISION)
         if ORDERED_DQ:  # wait until key blocks 0 .. key_block - 1 have added theirs (query_block_ranges)
@@ -197,7 +220,7 @@ def _dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, LOG2_DELTA, LAST, REACH, DK, DV, DQ, TURN,
     T, TQ, H, stride_delta_b, stride_last_b, stride_reach_b, scale, FIRST, T_BUCKET, TQ_BUCKET,
     HEAD_DIM: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    ATOMIC_DQ: tl.constexpr, ORDERED_DQ: tl.constexpr,
+    ATOMIC_DQ: tl.constexpr, ORDERED_DQ: tl.constexpr, KEYS_ROWS: tl.constexpr,
 ):
     pid = tl.program_id(0)
     blocks = tl.cdiv(T + 1, BLOCK_N - 1)
@@ -221,6 +244,8 @@ def _dkdv_kernel(
 
     # shift[r, c] = 1 where r = c + 1: (partial @ shift)[:, c] = partial[:, c + 1]
     shift = (cols[:, None] == cols[None, :] + 1).to(k_r.dtype)
+    if KEYS_ROWS:  # (shift @ partial)[c, :] = partial[c + 1, :]
+        shift = (cols[None, :] == cols[:, None] + 1).to(k_r.dtype)
     # One-pass dQ sums dA k over the points this program owns (their dA is whole here, column c of
     # da in _dkdv_block): K at those points, 0 in the last column (the next program's first point).
     # Unlike k_r, the sink point 0 (column 0 of program 0) is loaded: its dA reaches dQ too.
@@ -237,15 +262,15 @@ def _dkdv_kernel(
     for m0 in range(start, begin, BLOCK_M):
         dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST,
                              scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_dq, dk, dv,
-                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, True)
+                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, KEYS_ROWS, True)
     for m0 in range(begin, end, BLOCK_M):
         dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST,
                              scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_dq, dk, dv,
-                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, False)
+                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, KEYS_ROWS, False)
     for m0 in range(end, stop, BLOCK_M):
         dk, dv = _dkdv_block(Q, DO, LSE, DELTA, DQ, LAST, TURN, qd_base, bh * TQ, last_base, m0, seg, TQ, FIRST,
                              scale, key_block, k_l, k_r, v_l, v_r, log2_len, shift, k_dq, dk, dv,
-                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, True)
+                             HEAD_DIM, DOT_PRECISION, BLOCK_M, ATOMIC_DQ, ORDERED_DQ, KEYS_ROWS, True)
 
     point = p0 + cols
     own = (cols < BLOCK_N - 1) & (point <= T)
@@ -264,7 +289,8 @@ def _dq_block(
     v_l, v_r = load_segments(v_base, seg, T, HEAD_DIM, MASKED)
     g_r = tl.dot(do, tl.trans(v_r), input_precision=DOT_PRECISION) - delta[:, None]
     g_l = tl.dot(do, tl.trans(v_l), input_precision=DOT_PRECISION) - delta[:, None]
-    da_l, da_r, _, _ = _segment_gradients(x, y, log2_len, lse, scale, g_l, g_r, seg, last, FIRST, MASKED,
+    keep = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])  # read only when MASKED
+    da_l, da_r, _, _ = _segment_gradients(x, y, log2_len[None, :], lse[:, None], scale, g_l, g_r, keep, MASKED,
                                           DOT_PRECISION != "ieee")
     dq += tl.dot(da_l.to(k_l.dtype), k_l, input_precision=DOT_PRECISION)
     dq += tl.dot(da_r.to(k_r.dtype), k_r, input_precision=DOT_PRECISION)
@@ -366,11 +392,11 @@ def backward(
         turn = torch.zeros(B * H, Tq, device=q.device, dtype=torch.int32) if ordered else reach  # unused: any int
         kernel = _DKDV_ORDERED_DQ if ordered else _DKDV_ATOMIC_DQ
         kernel.launch(grid_kv, D, q.dtype, *inputs, reach, dk, dv, dq32, turn, *shared_kv, **meta, ATOMIC_DQ=True,
-                      ORDERED_DQ=ordered)
+                      ORDERED_DQ=ordered, KEYS_ROWS=KEYS_ROWS)
         return dq32.mul_(scale).to(q.dtype), dk, dv
     dq = torch.empty_like(q)
     _DKDV.launch(grid_kv, D, q.dtype, *inputs, reach, dk, dv, dq, reach, *shared_kv, **meta, ATOMIC_DQ=False,
-                 ORDERED_DQ=False)
+                 ORDERED_DQ=False, KEYS_ROWS=KEYS_ROWS)
     grid_q = lambda m: (triton.cdiv(Tq, m["BLOCK_M"]) * B * H,)  # noqa: E731
     _DQ.launch(grid_q, D, q.dtype, *inputs, dq, *shared, **meta)
     return dq, dk, dv

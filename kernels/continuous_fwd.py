@@ -112,7 +112,7 @@ def _forward_block(
     the running max m_i (log2 units), normaliser z_i and output accumulator acc."""
     seg = j0 + tl.arange(0, BLOCK_N)
     _, _, log2_len, x, y = segment_products(q, k_base, delta_base, seg, T, HEAD_DIM, DOT_PRECISION, MASKED)
-    top, u, left_high = segment_shape(x, y, log2_len, scale)
+    top, u, left_high = segment_shape(x, y, log2_len[None, :], scale)
     if MASKED:  # e^-inf = 0 removes a segment
         top = tl.where((seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None]), top, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(top, 1))

@@ -137,7 +137,8 @@ def segment_shape(x, y, log2_len, scale):
     scaling both products and computing e^x as 2^(x · log2 e) (benchmarks/speed/sass_report.py). The
     running maximum and the saved LSE are therefore in log2 units. Folding log Δ into the maximum
     keeps every weight Δ e^{max - m} φ in (0, 1] whatever the segment lengths, so half-precision
-    casts of the weights cannot overflow.
+    casts of the weights cannot overflow. ``log2_len`` comes broadcastable to the tile: a row
+    (segments along columns) or a column (segments along rows, the dK/dV pass's key-major tiles).
     """
     d = x - y
-    return tl.fma(tl.maximum(x, y), scale * LOG2E, log2_len[None, :]), tl.abs(d) * -scale, d >= 0.0
+    return tl.fma(tl.maximum(x, y), scale * LOG2E, log2_len), tl.abs(d) * -scale, d >= 0.0

@@ -216,6 +216,43 @@ def test_other_dq_modes_float16_within_flash_attention_rule(other_dq):
     assert_half_match(tensors, "learned", torch.float16, atol=2e-3, causal=True, **kw)
 
 
+@pytest.fixture(params=["atomic", "deterministic", "pass"])
+def keys_rows(request, monkeypatch):
+    """The dK/dV pass on key-major tiles (S^T = K Q^T, continuous_bwd.KEYS_ROWS), in every dQ mode."""
+    monkeypatch.setattr(continuous_bwd, "KEYS_ROWS", True)
+    monkeypatch.setattr(continuous_bwd, "DQ_MODE", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("sink", SINKS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_key_major_tiles_every_sink_and_direction_float32(keys_rows, sink, causal):
+    tensors, kw = make_case(B=2, H=1, T=37, lengths=[37, 22], seed=31)
+    assert_float32_match(tensors, sink, causal=causal, **kw)
+
+
+@pytest.mark.parametrize("T", [1, 15, 16, 31])
+def test_key_major_tiles_lengths_at_block_boundaries_float32(keys_rows, T):
+    tensors, kw = make_case(B=2, H=1, T=T, lengths=[T, max(1, T - 3)], seed=T)
+    assert_float32_match(tensors, "learned", causal=True, **kw)
+
+
+def test_key_major_tiles_float16_and_queries_at_their_own_times(keys_rows):
+    tensors, kw = make_case(B=2, H=2, T=45, D=32, lengths=[45, 30], seed=12)
+    assert_half_match(tensors, "learned", torch.float16, atol=2e-3, causal=True, **kw)
+    tensors, kw = make_case(B=2, H=1, T=29, Tq=21, q_lengths=[21, 9], lengths=[29, 18], seed=13)
+    assert_float32_match(tensors, "zero", **kw)
+
+
+@pytest.mark.skipif(not INTERPRET, reason="block sizes are autotuned on a GPU")
+def test_key_major_tiles_gpu_sized_blocks_float32(monkeypatch):
+    monkeypatch.setattr(continuous_bwd, "KEYS_ROWS", True)
+    monkeypatch.setattr(continuous_bwd, "DQ_MODE", None)
+    monkeypatch.setattr(tuning, "INTERPRETER_BLOCKS", {"BLOCK_M": 32, "BLOCK_N": 64})
+    tensors, kw = make_case(B=2, H=1, T=70, lengths=[70, 40], seed=32)
+    assert_float32_match(tensors, "repeat", causal=True, **kw)
+
+
 def test_unknown_dq_mode_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(continuous_bwd, "DQ_MODE", "fused")
     q = torch.randn(1, 1, 8, 16, device=DEVICE, requires_grad=True)

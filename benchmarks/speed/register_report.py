@@ -34,16 +34,21 @@ TENSORS_IN_DTYPE = {"Q", "K", "V", "DO", "OUT", "DQ", "DK", "DV"}
 KERNELS = {  # name: (kernel, pointer arguments, candidate table, further constexprs)
     "forward": (continuous_fwd._forward_kernel, "Q K V LOG2_DELTA LAST OUT LSE", tuning.FORWARD, {}),
     "dkdv": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ TURN", tuning.KEY_MAJOR,
-             dict(ATOMIC_DQ=False, ORDERED_DQ=False)),
+             dict(ATOMIC_DQ=False, ORDERED_DQ=False, KEYS_ROWS=False)),
     "dq": (continuous_bwd._dq_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST DQ", tuning.QUERY_MAJOR, {}),
     # TS_CONTINUUM_DQ=atomic (the default): the dK/dV pass also adds dQ into a float32 buffer; no dq pass
     "dkdv+dq": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ TURN",
-                tuning.KEY_MAJOR_ATOMIC_DQ, dict(ATOMIC_DQ=True, ORDERED_DQ=False)),
+                tuning.KEY_MAJOR_ATOMIC_DQ, dict(ATOMIC_DQ=True, ORDERED_DQ=False, KEYS_ROWS=False)),
     # TS_CONTINUUM_DQ=deterministic: the same, the key blocks adding in turn
     "dkdv+dq-det": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ TURN",
-                    tuning.KEY_MAJOR_ATOMIC_DQ, dict(ATOMIC_DQ=True, ORDERED_DQ=True)),
+                    tuning.KEY_MAJOR_ATOMIC_DQ, dict(ATOMIC_DQ=True, ORDERED_DQ=True, KEYS_ROWS=False)),
+    # continuous_bwd.KEYS_ROWS = True: the one-pass dK/dV+dQ kernel on S^T = K Q^T tiles (segments as
+    # the rows). Not autotuned; its configs are the ones surveyed for benchmarks/results/2026-12-05-sass.
+    "dkdv+dq-keys": (continuous_bwd._dkdv_kernel, "Q K V DO LSE DELTA LOG2_DELTA LAST REACH DK DV DQ TURN",
+                     {d: [(16, 64, 4, 2), (32, 64, 4, 2), (64, 64, 4, 2)] for d in tuning.KEY_MAJOR_ATOMIC_DQ},
+                     dict(ATOMIC_DQ=True, ORDERED_DQ=False, KEYS_ROWS=True)),
 }
-FLOAT32_BUFFERS = {"dkdv+dq": {"DQ"}, "dkdv+dq-det": {"DQ"}}
+FLOAT32_BUFFERS = {"dkdv+dq": {"DQ"}, "dkdv+dq-det": {"DQ"}, "dkdv+dq-keys": {"DQ"}}
 
 
 def ptxas() -> str:

@@ -48,7 +48,6 @@ KERNELS = {  # name: (kernel, pointer arguments, candidate table, further conste
                      {d: [(16, 64, 4, 2), (32, 64, 4, 2), (64, 64, 4, 2)] for d in tuning.KEY_MAJOR_ATOMIC_DQ},
                      dict(ATOMIC_DQ=True, ORDERED_DQ=False, KEYS_ROWS=True)),
 }
-FLOAT32_BUFFERS = {"dkdv+dq": {"DQ"}, "dkdv+dq-det": {"DQ"}, "dkdv+dq-keys": {"DQ"}}
 
 
 def ptxas() -> str:
@@ -63,7 +62,7 @@ def compile_kernel(kernel: str, dtype: str, head_dim: int, blocks: tuning.Blocks
     """Triton's compiled kernel for sm_{arch}, specialised as a real launch would be: 16-byte aligned
     pointers (without that hint Triton assumes unaligned tensors and loads them element by element)."""
     fn, pointers, _, extra = KERNELS[kernel]
-    in_dtype = TENSORS_IN_DTYPE - FLOAT32_BUFFERS.get(kernel, set())
+    in_dtype = TENSORS_IN_DTYPE - ({"DQ"} if extra.get("ATOMIC_DQ") else set())  # one-pass dQ adds in float32
     types = {p: "*" + (dtype if p in in_dtype else "i32" if p in INTEGER_TENSORS else "fp32") for p in pointers.split()}
     types.update(SCALARS)
     block_m, block_n, warps, stages = blocks

@@ -15,7 +15,7 @@ import yaml
 from benchmarks.paired_stats import paired_stats
 from benchmarks.study import runner
 from benchmarks.study.cell import cell_id
-from benchmarks.study.grid import GRIDS, OTHER_RUNNERS, SETTINGS, expand, study_grids, warmup_warnings
+from benchmarks.study.grid import GRIDS, SETTINGS, expand, other_runner, study_grids, warmup_warnings
 from benchmarks.study.results import RESULT_FIELDS, append, conflicts, recorded
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -638,7 +638,7 @@ def test_committed_grids_load_and_results_folders_resume_with_their_own_grid():
     """Every committed grid passes the key check, and no recorded config (some written by older code)
     conflicts with its folder's grid.yaml."""
     for path in [*study_grids(), *(ROOT / "benchmarks/results").glob("*/grid.yaml")]:
-        if yaml.safe_load(path.read_text()).get("name") in OTHER_RUNNERS:
+        if other_runner(yaml.safe_load(path.read_text()).get("name")):
             continue  # another study's grid, checked by its own runner
         cells = expand(yaml.safe_load(path.read_text()))
         assert cells, path
@@ -646,6 +646,11 @@ def test_committed_grids_load_and_results_folders_resume_with_their_own_grid():
         if results.exists():
             done = recorded(results, retry_failed=False)
             assert done and conflicts(cells, done) == [], path
+
+
+def test_a_grid_named_after_another_study_belongs_to_it():
+    assert other_runner("physionet2012-budget") == other_runner("physionet2012") == "python -m benchmarks.physionet.run"
+    assert other_runner("physionet2012x") is None and other_runner("etth1") is None and other_runner(None) is None
 
 
 def test_another_studys_grid_is_refused_with_its_runner(capsys):

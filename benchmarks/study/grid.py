@@ -25,7 +25,8 @@ DATASETS = ("ETTh1", "ETTh2", "ETTm1", "ETTm2", "weather")
 
 ROOT = Path(__file__).resolve().parents[2]
 GRIDS = ROOT / "benchmarks" / "grids"
-# Grids (by name) in GRIDS that another study's runner reads: their keys are not this runner's.
+# Grids that another study's runner reads, by name or name prefix ("physionet2012-budget"): their
+# keys are not this runner's.
 OTHER_RUNNERS = {"physionet2012": "python -m benchmarks.physionet.run"}
 # the order cells run in: both attentions of one setting side by side, horizons outermost
 LOOP_ORDER = ("horizon", "dataset", "seed", "regime", "pos_encoding", "model", "attention")
@@ -36,9 +37,17 @@ BLOCK_KEYS = ("name", *LOOP_ORDER, "overrides")
 SETTINGS = (*REQUIRED, *OPTIONAL)
 
 
+def other_runner(name: object) -> str | None:
+    """The command that runs grid ``name`` if another study's runner reads it, else None."""
+    for study, command in OTHER_RUNNERS.items():
+        if isinstance(name, str) and (name == study or name.startswith(study + "-")):
+            return command
+    return None
+
+
 def study_grids() -> list[Path]:
     """The grids in GRIDS that this runner reads (its ``--profile`` choices)."""
-    return sorted(p for p in GRIDS.glob("*.yaml") if p.stem not in OTHER_RUNNERS)
+    return sorted(p for p in GRIDS.glob("*.yaml") if other_runner(p.stem) is None)
 
 
 def published_settings(model: str, dataset: str) -> dict:
@@ -90,8 +99,8 @@ def check_keys(grid: dict) -> None:
     ``limit_train_batch`` (or an unsupported ``weight_decay``) would silently run something else."""
     if not isinstance(grid, dict) or not isinstance(grid.get("blocks"), list):
         raise ValueError("a grid is a mapping with a list of 'blocks'")
-    if grid.get("name") in OTHER_RUNNERS:
-        raise ValueError(f"grid {grid['name']!r} belongs to another study: run it with {OTHER_RUNNERS[grid['name']]}")
+    if other_runner(grid.get("name")):
+        raise ValueError(f"grid {grid['name']!r} belongs to another study: run it with {other_runner(grid['name'])}")
     axis = {LOOP_ORDER: "is an axis: give it as a key of each block"}
     setting = {SETTINGS: "is a setting: put it under 'defaults' or a block's 'overrides'"}
     errors = [unknown_key(k, GRID_KEYS, "grid", setting) for k in grid if k not in GRID_KEYS]

@@ -177,7 +177,8 @@ def _dkdv_block(
         keep = (seg[None, :] >= FIRST) & (seg[None, :] <= last[:, None])
         da_l, da_r, p_l, p_r = _segment_gradients(x, y, log2_len[None, :], lse[:, None], scale, g_l, g_r, keep,
                                                   MASKED, short)
-        da = (da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)).to(q.dtype)  # column c: point p0 + c
+        # column c: point p0 + c
+        da = (da_r + tl.dot(da_l.to(q.dtype), shift, input_precision=DOT_PRECISION)).to(q.dtype)
         p = p_r + tl.dot(p_l.to(do.dtype), shift, input_precision=DOT_PRECISION)
         dk += tl.dot(tl.trans(da), q, input_precision=DOT_PRECISION)
         dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)

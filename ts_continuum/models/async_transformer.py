@@ -29,14 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .feed_forward import FeedForward
 from .layers import Attention, BackendName, Dropout, MultiHeadAttention, PosEncoding, QueryAttention, Sink
 from .query_base import QueryModel
 from .ragged import Ragged
-
-
-def _feed_forward(d_model: int, d_ff: int, dropout: float) -> nn.Sequential:
-    return nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, d_ff), nn.GELU(), Dropout(dropout),
-                         nn.Linear(d_ff, d_model), Dropout(dropout))
 
 
 class VariableMixer(nn.Module):
@@ -67,7 +63,7 @@ class AsyncLayer(nn.Module):
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, **attn_kwargs)
         self.mixer = VariableMixer(d_model, n_heads, dropout)
         self.mixed_to_tokens = nn.Linear(d_model, d_model)
-        self.ff = _feed_forward(d_model, d_ff, dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout, pre_norm=True)
 
     def forward(self, h: torch.Tensor, times: torch.Tensor, ragged: Ragged, summary_of) -> torch.Tensor:
         """h: (T, d) the observed rows' tokens, flat; times: (T,) in position steps; ``summary_of``
@@ -135,7 +131,7 @@ class AsyncTransformer(QueryModel):
         self.summary_to_query = nn.Linear(d_model, d_model)
         self.query_norm, self.token_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.read = QueryAttention(d_model, n_heads, dropout=dropout, **attn)
-        self.ff = _feed_forward(d_model, d_ff, dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout, pre_norm=True)
         self.head = nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, 1))
 
     def lead_embedding(self, lead: torch.Tensor) -> torch.Tensor:

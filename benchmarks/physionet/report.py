@@ -72,14 +72,21 @@ def pairs(ok: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def _interval(s: dict) -> str:
+    """The 95 % interval ×10⁻³, or why there is none (one pair has no spread)."""
+    if not np.isfinite(s["lo"]):
+        return "(no interval: 1 pair)"
+    return f"[{s['lo'] * 1e3:+.3f}, {s['hi'] * 1e3:+.3f}]"
+
+
 def paired_table(p: pd.DataFrame) -> str:
     rows = ["| model | positions | history kept | switch | pairs | Δ MSE ×10⁻³ [95 % CI] | Δ % of softmax | "
             "continuous lower |", "|---|---|---|---|---|---|---|---|"]
     for key, g in p.groupby(SETTING, sort=True):
         s = paired_stats(g["delta"].to_numpy())
         rel = 100 * s["mean"] / g["softmax"].mean()
-        rows.append(f"| {' | '.join(map(str, key))} | {s['n']} | {s['mean'] * 1e3:+.3f} [{s['lo'] * 1e3:+.3f}, "
-                    f"{s['hi'] * 1e3:+.3f}] | {rel:+.1f} % | {int((g['delta'] < 0).sum())} of {len(g)} |")
+        rows.append(f"| {' | '.join(map(str, key))} | {s['n']} | {s['mean'] * 1e3:+.3f} {_interval(s)} | "
+                    f"{rel:+.1f} % | {int((g['delta'] < 0).sum())} of {len(g)} |")
     return "\n".join(rows)
 
 
@@ -142,7 +149,7 @@ def sparsity_table(p: pd.DataFrame, sums: pd.DataFrame) -> str:
             b = np.array([_third_mse(sums, c, t) for c in g["cell_continuous"]])
             s = paired_stats(b - a)
             rows.append(f"| {' | '.join(map(str, key))} | {labels[t]} | {s['n']} | {s['mean'] * 1e3:+.3f} "
-                        f"[{s['lo'] * 1e3:+.3f}, {s['hi'] * 1e3:+.3f}] | {100 * s['mean'] / np.mean(a):+.1f} % |")
+                        f"{_interval(s)} | {100 * s['mean'] / np.mean(a):+.1f} % |")
     return "\n".join(rows)
 
 

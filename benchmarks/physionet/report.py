@@ -158,15 +158,23 @@ def switch_table(ok: pd.DataFrame) -> str:
     if sw.empty:
         return "(no switch runs yet)"
     rows = ["| model | positions | trained with → switched to @ epoch | seed | val MSE before switch ×10⁻³ | "
-            "right after ×10⁻³ | jump | final val ×10⁻³ | test ×10⁻³ |", "|---|---|---|---|---|---|---|---|---|"]
+            "right after ×10⁻³ | jump | final val ×10⁻³ | test ×10⁻³ | unswitched run of the final attention, "
+            "test ×10⁻³ | Δ |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    other = {"softmax": "continuous", "continuous": "softmax"}
     for _, r in sw.sort_values(["switch", "seed"]).iterrows():
         curve = json.loads(r["val_curve"])
         epoch = int(str(r["switch"]).split("@")[1])
         before = curve[epoch - 1] if 0 < epoch <= len(curve) else float("nan")
         after = r["val_after_switch"]
-        rows.append(f"| {r['model']} | {r['pos_encoding']} | {r['attention']} → {r['switch']} | {r['seed']} | "
+        final = other.get(r["attention"], "?")
+        same = ok[(ok["switch"] == "none") & (ok["attention"] == final) & (ok["model"] == r["model"])
+                  & (ok["pos_encoding"] == r["pos_encoding"]) & (ok["history_keep"] == r["history_keep"])
+                  & (ok["seed"] == r["seed"])]
+        unswitched = float(same["test_mse"].iloc[0]) if len(same) else float("nan")
+        rows.append(f"| {r['model']} | {r['pos_encoding']} | {r['attention']} → {final} @ {epoch} | {r['seed']} | "
                     f"{before * 1e3:.3f} | {after * 1e3:.3f} | {100 * (after - before) / before:+.1f} % | "
-                    f"{curve[-1] * 1e3:.3f} | {r['test_mse'] * 1e3:.3f} |")
+                    f"{curve[-1] * 1e3:.3f} | {r['test_mse'] * 1e3:.3f} | {unswitched * 1e3:.3f} | "
+                    f"{100 * (r['test_mse'] - unswitched) / unswitched:+.1f} % |")
     return "\n".join(rows)
 
 

@@ -42,14 +42,15 @@ class _FeedForwardCore(torch.autograd.Function):
     def backward(ctx, grad):
         x, keep, w1, b1, w2 = ctx.saved_tensors
         dtype = ctx.dtype
-        grad, w1c, w2c = grad.to(dtype), w1.to(dtype), w2.to(dtype)
-        h = F.linear(x.to(dtype), w1c, None if b1 is None else b1.to(dtype))
+        grad, xc, w1c, w2c = grad.to(dtype), x.to(dtype), w1.to(dtype), w2.to(dtype)
+        h = F.linear(xc, w1c, None if b1 is None else b1.to(dtype))
         y = F.gelu(h).mul_(keep).mul_(ctx.scale)
         grad_w2 = _linear_2d(grad, y).to(w2.dtype)
         grad_b2 = grad.reshape(-1, grad.shape[-1]).sum(0).to(w2.dtype)
         del y
         grad_h = torch.ops.aten.gelu_backward((grad @ w2c).mul_(keep).mul_(ctx.scale), h)
-        grad_w1 = _linear_2d(grad_h, x.to(dtype)).to(w1.dtype)
+        grad_w1 = _linear_2d(grad_h, xc).to(w1.dtype)
+        del xc
         grad_b1 = None if b1 is None else grad_h.reshape(-1, grad_h.shape[-1]).sum(0).to(b1.dtype)
         grad_x = (grad_h @ w1c).to(x.dtype)
         return grad_x, None, None, grad_w1, grad_b1, grad_w2, grad_b2

@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from ts_continuum.models import feed_forward
 from ts_continuum.models.dropout import Dropout, scale_by_mask
 from ts_continuum.models.feed_forward import FeedForward, _FeedForwardCore
 from ts_continuum.models.layers import EncoderLayer
@@ -29,8 +30,15 @@ def _outputs_and_grads(fn, ff, x, seed):
     return out.detach(), x.grad, [p.grad.clone() for p in ff.parameters()]
 
 
+@pytest.fixture(params=[1 << 19, 70], ids=["one-block", "row-blocks"])
+def row_block_elements(request, monkeypatch):
+    """The default blocking (these shapes fit one block) and blocks of 2-3 rows with a ragged last one."""
+    monkeypatch.setattr(feed_forward, "ROW_BLOCK_ELEMENTS", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("pre_norm", [False, True])
-def test_training_matches_plain_autograd(pre_norm):
+def test_training_matches_plain_autograd(pre_norm, row_block_elements):
     torch.manual_seed(0)
     ff = FeedForward(8, 32, dropout=0.3, pre_norm=pre_norm).double().train()
     x = torch.randn(3, 5, 8, dtype=torch.float64)
@@ -50,12 +58,15 @@ def test_fused_function_gradcheck():
     assert torch.autograd.gradcheck(lambda *a: _FeedForwardCore.apply(a[0], keep, 1 / 0.6, *a[1:]), (x, *params))
 
 
-def test_eval_and_no_dropout_are_the_plain_block():
+def test_eval_and_no_dropout_are_the_plain_block(row_block_elements):
     torch.manual_seed(2)
     ff = FeedForward(8, 16, dropout=0.5).eval()
-    x = torch.randn(2, 4, 8)
+    x = torch.randn(2, 5, 8)
     first, act, _, second, _ = ff
     torch.testing.assert_close(ff(x), second(act(first(x))), rtol=0, atol=0)
+    exact = {"rtol": 0, "atol": 0} if row_block_elements > 80 else {}  # fewer rows: another summation order
+    with torch.no_grad():
+        torch.testing.assert_close(ff(x), second(act(first(x))), **exact)
     ff0 = FeedForward(8, 16, dropout=0.0).train()
     torch.testing.assert_close(ff0(x), ff0[3](ff0[1](ff0[0](x))), rtol=0, atol=0)
 
@@ -100,6 +111,23 @@ def test_dropout_keeps_a_boolean_mask_and_scales_gradients():
     torch.testing.assert_close(x.grad, keep.float() / 0.75)
     assert 0.7 < keep.float().mean() < 0.8
     assert scale_by_mask(torch.ones(3), torch.tensor([True, False, True]), 2.0).tolist() == [2.0, 0.0, 2.0]
+
+
+def test_row_blocks_cover_every_row_once_on_the_cpu(monkeypatch):
+    monkeypatch.setattr(feed_forward, "ROW_BLOCK_ELEMENTS", 100)
+    blocks = feed_forward._row_blocks(torch.empty(3, 7, 4), width=32)  # 21 rows, 3 per block
+    assert [(b.start, b.stop) for b in blocks] == [(i, min(i + 3, 21)) for i in range(0, 21, 3)]
+    assert feed_forward._row_blocks(torch.empty(0, 4), width=32) == [slice(0, 0)]
+    assert len(feed_forward._row_blocks(torch.empty(3, 7, 4, device="meta"), width=32)) == 1
+
+
+def test_blocked_mask_is_the_whole_tensor_draw(monkeypatch):
+    monkeypatch.setattr(feed_forward, "ROW_BLOCK_ELEMENTS", 50)
+    x = torch.empty(4, 9, 3)
+    torch.manual_seed(6)
+    keep = feed_forward._draw_keep_mask(x, 16, torch.float32, 0.3)
+    torch.manual_seed(6)
+    assert torch.equal(keep, torch.rand(4, 9, 16) >= 0.3)
 
 
 def test_autocast_bfloat16_matches_plain_autograd():

@@ -12,12 +12,6 @@ import torch
 from torch import nn
 
 
-def draw_keep_mask(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, p: float) -> torch.Tensor:
-    """Boolean mask of the elements dropout keeps, each with probability 1 - p (uniform noise drawn
-    in ``dtype``, as ``rand_like`` of a contiguous tensor of that shape would draw it)."""
-    return torch.rand(shape, dtype=dtype, device=device) >= p
-
-
 class _ScaleByMask(torch.autograd.Function):
     """x · keep / (1 - p), saving only the boolean ``keep``."""
 

@@ -159,24 +159,6 @@ def test_learned_positions_are_refused_with_the_alternatives():
         AsyncTransformer(3, pos_encoding="learned")
 
 
-def test_last_anchor_adds_the_head_to_the_last_observed_value():
-    from ts_continuum.models import LastObservation
-
-    history, queries = random_sets(seed=7)
-    batch = collate(history, queries, range(5))
-    model = make(anchor="last")
-    plain = make()
-    plain.load_state_dict(model.state_dict())  # anchor adds no parameters
-    last = call(LastObservation(4), batch)  # fallback 0 where a variable has no history
-    torch.testing.assert_close(call(model, batch), call(plain, batch) + last)
-    with torch.no_grad():
-        model.head[-1].weight.zero_()
-        model.head[-1].bias.zero_()
-    torch.testing.assert_close(call(model, batch), last)  # an untrained correction of 0: the last value
-    with pytest.raises(ValueError, match="anchor must be one of 'none', 'last'"):
-        AsyncTransformer(4, anchor="previous")
-
-
 def test_simple_baselines_carry_the_last_value_or_the_mean_and_fall_back_where_unobserved():
     from ts_continuum.models import HistoryMean, LastObservation
 

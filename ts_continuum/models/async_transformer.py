@@ -18,21 +18,17 @@ variable never observed is forecast from the others), reads variable c's tokens 
 its own time (the query-time form of the op: the query integrates over the whole interpolated
 history; rotary positions make the scores see s minus each observation's time) and goes through a
 feed-forward block to a value. Attention over time is the only part that switches between softmax
-and continuous; the variable mixing is over a set, not a time axis, and stays softmax. With
-``anchor="last"`` that value is a correction added to the variable's last observed value (0 for a
-variable never observed), so the untrained model starts from carrying the last observation forward.
+and continuous; the variable mixing is over a set, not a time axis, and stays softmax.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..attention.choices import check_choice
 from .feed_forward import FeedForward
 from .layers import Attention, BackendName, Dropout, MultiHeadAttention, PosEncoding, QueryAttention, Sink
 from .query_base import QueryModel
@@ -100,8 +96,6 @@ class AsyncTransformer(QueryModel):
             counted in steps of this many time units (1/12 of an hour: 5 minutes for PhysioNet).
         horizon: the span of lead times the lead-time embedding is scaled to (data's time unit).
         attention_backend: "auto", "torch" or "triton" for continuous attention.
-        anchor: "none" (the head's output is the forecast) or "last" (the head's output is added to
-            the variable's last observed value in the series; 0 where it has none).
     """
 
     def __init__(
@@ -118,10 +112,8 @@ class AsyncTransformer(QueryModel):
         time_step: float = 1.0 / 12.0,
         horizon: float = 24.0,
         attention_backend: BackendName = "auto",
-        anchor: Literal["none", "last"] = "none",
     ):
         super().__init__(locals())
-        check_choice("anchor", anchor, ("none", "last"))
         if pos_encoding == "learned":
             raise ValueError("pos_encoding='learned' indexes grid slots; observation sets have none: use 'rope' "
                              "(positions by real time) or 'none'")
@@ -189,12 +181,8 @@ class AsyncTransformer(QueryModel):
         if rows.numel() and q.shape[0]:
             q = q + self._read(q, q_times.to(torch.float64) * steps, flat_q_len, h, h_times, ragged, rows)
         q = q + self.ff(q)
-        forecast = self.head(q).squeeze(-1)
-        if self.config.get("anchor", "none") == "last":
-            last = torch.gather(values, 2, (lengths - 1).clamp_min(0)[..., None]).squeeze(-1)
-            forecast = forecast + torch.where(lengths > 0, last, 0.0).reshape(-1)[q_row].to(forecast.dtype)
-        out = torch.zeros(B, C, M, dtype=forecast.dtype, device=values.device)
-        return out.masked_scatter(asked, forecast)
+        out = torch.zeros(B, C, M, dtype=q.dtype, device=values.device)
+        return out.masked_scatter(asked, self.head(q).squeeze(-1))
 
     def _read(self, q, q_times, flat_q_len, h, h_times, ragged, rows) -> torch.Tensor:
         """Each query reads its variable's tokens by attention at its own time (rows without history

@@ -5,8 +5,8 @@ dropout mask and the second linear's input: 12 bytes per hidden unit). In traini
 the block's input and a boolean mask (1 byte per hidden unit) and recomputes the hidden layer in the
 backward: one more d_model x d_ff product and a GELU per element, small beside the attention. On
 PatchTST at the published ETTh1 size that takes 150 MB off what a CPU training step keeps (issue 47:
-the quickstart's peak memory). The numbers are the same: the masks come from the same random stream,
-and the products are the ones autograd computes.
+the quickstart's peak memory). The masks come from the same random stream and the products are the
+ones autograd computes, so the numbers match plain autograd up to float rounding (below).
 
 On the CPU the hidden layer is computed a block of rows at a time (``ROW_BLOCK_ELEMENTS`` hidden
 units, 2 MiB in float32), in both passes and in evaluation: whole-batch hidden layers are 18-37 MB

@@ -45,10 +45,11 @@ def make(attention="continuous", **kw):
 
 @pytest.mark.parametrize("attention", ["continuous", "softmax"])
 @pytest.mark.parametrize("pos_encoding", ["rope", "none"])
-def test_each_series_is_forecast_as_if_it_were_alone(attention, pos_encoding):
+@pytest.mark.parametrize("series_attention", [False, True])
+def test_each_series_is_forecast_as_if_it_were_alone(attention, pos_encoding, series_attention):
     """Rows are bucketed and packed across the batch: nothing may leak between series."""
     history, queries = random_sets()
-    model = make(attention, pos_encoding=pos_encoding)
+    model = make(attention, pos_encoding=pos_encoding, series_attention=series_attention)
     with torch.no_grad():
         together = call(model, collate(history, queries, range(5)))
         for s in range(5):
@@ -58,9 +59,10 @@ def test_each_series_is_forecast_as_if_it_were_alone(attention, pos_encoding):
             assert (together[s, :, M:] == 0).all()
 
 
-def test_padding_changes_nothing_and_padded_queries_output_zero():
+@pytest.mark.parametrize("series_attention", [False, True])
+def test_padding_changes_nothing_and_padded_queries_output_zero(series_attention):
     history, queries = random_sets(seed=1)
-    model = make()
+    model = make(series_attention=series_attention)
     batch = collate(history, queries, range(5))
     wide = dict(batch)
     for key, pad in (("values", 3), ("times", 3), ("query_times", 4)):
@@ -101,15 +103,37 @@ def test_attention_switch_keeps_the_parameters_and_changes_the_forecast():
 
 
 @pytest.mark.parametrize("attention", ["continuous", "softmax"])
-def test_every_parameter_gets_a_gradient(attention):
+@pytest.mark.parametrize("series_attention", [False, True])
+def test_every_parameter_gets_a_gradient(attention, series_attention):
     history, queries = random_sets(seed=4)
     batch = collate(history, queries, range(5))
-    model = make(attention).train()
+    model = make(attention, series_attention=series_attention).train()
     out = call(model, batch)
     valid = torch.arange(out.shape[-1]) < batch["query_lengths"][..., None]
     ((out - batch["query_values"])[valid] ** 2).mean().backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
     assert not missing
+
+
+@pytest.mark.parametrize("series_attention", [False, True])
+def test_series_attention_lets_a_variable_see_when_another_was_observed(series_attention):
+    """Variable 1 seen once: its summary cannot tell when (one token attends only to itself), so
+    only series attention lets variable 0's forecast depend on that time."""
+    model = make(series_attention=series_attention)
+    values = torch.tensor([[[0.2, 0.4, 0.3], [0.9, 0.0, 0.0], [0.5, 0.0, 0.0], [0.1, 0.0, 0.0]]])
+    times = torch.tensor([[[-9.0, -5.0, -1.0], [-6.0, 0.0, 0.0], [-3.0, 0.0, 0.0], [-2.0, 0.0, 0.0]]])
+    lengths = torch.tensor([[3, 1, 1, 1]])
+    q_times, q_len = torch.full((1, 4, 1), 2.0), torch.tensor([[1, 0, 0, 0]])
+    with torch.no_grad():
+        early = model(values, times, lengths, q_times, q_len)[0, 0, 0]
+        later = model(values, times.index_put((torch.tensor([0]), torch.tensor([1]), torch.tensor([0])),
+                                              torch.tensor(-0.5)), lengths, q_times, q_len)[0, 0, 0]
+    assert (early != later) == series_attention
+
+
+def test_series_attention_must_be_a_bool():
+    with pytest.raises(ValueError, match="series_attention must be True or False"):
+        AsyncTransformer(3, series_attention="yes")
 
 
 def test_learns_to_carry_the_last_value_forward():

@@ -10,15 +10,20 @@ on a shared grid. Every layer (pre-norm, residual) does three things:
 2. attention across variables: each variable's summary (the mean of its tokens, a learned vector
    for a variable never observed) attends to the other variables' summaries of the same series,
    and the result is added to every token of the variable, so the variables inform each other;
-3. a feed-forward block.
+3. with ``series_attention``: softmax attention of every token over all the tokens of its series
+   (every variable, rotary positions by real time), so a variable sees what the others did *when*,
+   not only their summaries;
+4. a feed-forward block.
 
 A query (time s, variable c) starts from variable c's embedding, an embedding of the lead time s
 (time after the forecast origin) and c's final summary after one more mixing across variables (so a
 variable never observed is forecast from the others), reads variable c's tokens by attention at
 its own time (the query-time form of the op: the query integrates over the whole interpolated
 history; rotary positions make the scores see s minus each observation's time) and goes through a
-feed-forward block to a value. Attention over time is the only part that switches between softmax
-and continuous; the variable mixing is over a set, not a time axis, and stays softmax.
+feed-forward block to a value (with ``series_attention`` it also reads all of its series' tokens).
+Attention over time within a variable is the only part that switches between softmax and
+continuous: the variable mixing is over a set, and a series' tokens of different variables are not
+one curve to interpolate along, so both stay softmax.
 """
 
 from __future__ import annotations
@@ -57,28 +62,41 @@ class VariableMixer(nn.Module):
 class AsyncLayer(nn.Module):
     """Attention over time within each variable, mixing across variables, feed-forward."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, **attn_kwargs):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, series_attention: bool = False,
+                 **attn_kwargs):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, **attn_kwargs)
         self.mixer = VariableMixer(d_model, n_heads, dropout)
         self.mixed_to_tokens = nn.Linear(d_model, d_model)
+        self.series_norm = nn.LayerNorm(d_model) if series_attention else None
+        self.series_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention="softmax",
+                                              rope=attn_kwargs["rope"], sink="none") if series_attention else None
         self.ff = FeedForward(d_model, d_ff, dropout, pre_norm=True)
 
-    def forward(self, h: torch.Tensor, times: torch.Tensor, ragged: Ragged, summary_of) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, times: torch.Tensor, ragged: Ragged, summary_of,
+                series: Ragged | None = None) -> torch.Tensor:
         """h: (T, d) the observed rows' tokens, flat; times: (T,) in position steps; ``summary_of``
-        maps row means (R, d) to every series' (B, C, d) and the mixed result back to rows."""
-        x = self.norm(h)
-        attended = torch.zeros_like(h)
-        for rows in ragged.buckets:
-            index, lengths = ragged.gather_index(rows)
-            full = bool((lengths == index.shape[1]).all())
-            out = self.attn(x[index], times[index], None if full else lengths)
-            attended = ragged.scatter(out, rows, attended)
-        h = h + attended
+        maps row means (R, d) to every series' (B, C, d) and the mixed result back to rows;
+        ``series``: the same tokens grouped by series (needed with series attention)."""
+        h = h + attend_by_row(self.attn, self.norm(h), times, ragged)
         mixed = summary_of(ragged.mean(h), self.mixer)
         h = h + self.mixed_to_tokens(mixed)[ragged.row]
+        if self.series_attn is not None:
+            h = h + attend_by_row(self.series_attn, self.series_norm(h), times, series)
         return h + self.ff(h)
+
+
+def attend_by_row(attn: MultiHeadAttention, x: torch.Tensor, times: torch.Tensor, ragged: Ragged) -> torch.Tensor:
+    """Self-attention of the flat tokens ``x`` (T, d) within each row of ``ragged``, per bucket of
+    similar length; returns (T, d)."""
+    attended = torch.zeros_like(x)
+    for rows in ragged.buckets:
+        index, lengths = ragged.gather_index(rows)
+        full = bool((lengths == index.shape[1]).all())
+        out = attn(x[index], times[index], None if full else lengths)
+        attended = ragged.scatter(out, rows, attended)
+    return attended
 
 
 class AsyncTransformer(QueryModel):
@@ -96,6 +114,10 @@ class AsyncTransformer(QueryModel):
             counted in steps of this many time units (1/12 of an hour: 5 minutes for PhysioNet).
         horizon: the span of lead times the lead-time embedding is scaled to (data's time unit).
         attention_backend: "auto", "torch" or "triton" for continuous attention.
+        series_attention: also let every token, and every query, attend to all the tokens of its
+            series (every variable; softmax with the positions above): the variables inform each
+            other observation by observation, not only through their summaries. Costs attention
+            over a whole series' history (about 240 tokens a PhysioNet stay) in every layer.
     """
 
     def __init__(
@@ -112,6 +134,7 @@ class AsyncTransformer(QueryModel):
         time_step: float = 1.0 / 12.0,
         horizon: float = 24.0,
         attention_backend: BackendName = "auto",
+        series_attention: bool = False,
     ):
         super().__init__(locals())
         if pos_encoding == "learned":
@@ -126,11 +149,16 @@ class AsyncTransformer(QueryModel):
         self.lead_freqs = nn.Parameter(torch.randn(d_model // 2) * 2.0)  # learned periodic lead-time features
         self.lead = nn.Linear(d_model // 2 * 2 + 1, d_model)
         attn = dict(attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend)
-        self.layers = nn.ModuleList(AsyncLayer(d_model, n_heads, d_ff, dropout, **attn) for _ in range(n_layers))
+        if not isinstance(series_attention, bool):
+            raise ValueError(f"series_attention must be True or False, got {series_attention!r}")
+        self.layers = nn.ModuleList(AsyncLayer(d_model, n_heads, d_ff, dropout, series_attention, **attn)
+                                    for _ in range(n_layers))
         self.final_mixer = VariableMixer(d_model, n_heads, dropout)
         self.summary_to_query = nn.Linear(d_model, d_model)
         self.query_norm, self.token_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.read = QueryAttention(d_model, n_heads, dropout=dropout, **attn)
+        self.series_read = QueryAttention(d_model, n_heads, dropout=dropout, attention="softmax", rope=attn["rope"],
+                                          sink="none") if series_attention else None
         self.ff = FeedForward(d_model, d_ff, dropout, pre_norm=True)
         self.head = nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, 1))
 
@@ -161,13 +189,16 @@ class AsyncTransformer(QueryModel):
             return summary if mixer is None else mixer(summary.view(B, C, -1)).reshape(B * C, -1)[rows]
 
         h = torch.zeros(0, self.d_model, dtype=dtype, device=values.device)
+        series_len = lengths.sum(-1)
+        in_series = torch.nonzero(series_len > 0).squeeze(1)  # series with any history
         if rows.numel():
             ragged = Ragged(flat_len[rows])
+            series = Ragged(series_len[in_series]) if self.series_read is not None else None  # tokens are series-major
             observed = torch.arange(N, device=values.device) < lengths[..., None]
             h_times = times[observed].to(torch.float64) * steps
             h = self.value(values[observed].to(dtype)[:, None]) + self.variable(variable_of_row)[ragged.row]
             for layer in self.layers:
-                h = layer(h, h_times, ragged, summary_of)
+                h = layer(h, h_times, ragged, summary_of, series)
             summary = summary_of(ragged.mean(h))
         else:
             summary = unobserved
@@ -179,30 +210,39 @@ class AsyncTransformer(QueryModel):
         q_times = query_times[asked]
         q = self.variable(q_row % C) + self.lead_embedding(q_times) + self.summary_to_query(summary)[q_row]
         if rows.numel() and q.shape[0]:
-            q = q + self._read(q, q_times.to(torch.float64) * steps, flat_q_len, h, h_times, ragged, rows)
+            qn, hn, q_steps = self.query_norm(q), self.token_norm(h), q_times.to(torch.float64) * steps
+            read = self._read(self.read, qn, q_steps, offsets_of(flat_q_len)[rows], flat_q_len[rows], hn, h_times,
+                              ragged)
+            if self.series_read is not None:  # queries are series-major too
+                series_q = query_lengths.sum(-1)
+                read = read + self._read(self.series_read, qn, q_steps, offsets_of(series_q)[in_series],
+                                         series_q[in_series], hn, h_times, series)
+            q = q + read
         q = q + self.ff(q)
         out = torch.zeros(B, C, M, dtype=q.dtype, device=values.device)
         return out.masked_scatter(asked, self.head(q).squeeze(-1))
 
-    def _read(self, q, q_times, flat_q_len, h, h_times, ragged, rows) -> torch.Tensor:
-        """Each query reads its variable's tokens by attention at its own time (rows without history
-        read nothing); per bucket of history length, as the encoder layers attend."""
-        q_offsets = torch.cumsum(flat_q_len, 0) - flat_q_len
-        qn, hn = self.query_norm(q), self.token_norm(h)
-        read = torch.zeros_like(q)
+    @staticmethod
+    def _read(attn: QueryAttention, qn, q_times, q_offsets, q_counts, hn, h_times, ragged: Ragged) -> torch.Tensor:
+        """Each query reads the tokens of its row of ``ragged`` by ``attn`` at its own time, per
+        bucket of history length as the layers attend. ``q_offsets``, ``q_counts``: (R,) where each
+        row's queries start in the flat ``qn`` and how many (rows without queries read nothing)."""
+        read = torch.zeros_like(qn)
         for bucket in ragged.buckets:
-            n_q = flat_q_len[rows[bucket]]
-            bucket = bucket[n_q > 0]
+            bucket = bucket[q_counts[bucket] > 0]
             if not bucket.numel():
                 continue
-            n_q = flat_q_len[rows[bucket]]
-            width = int(n_q.max())
-            pos = torch.arange(width, device=q.device)
-            q_index = q_offsets[rows[bucket], None] + torch.where(pos < n_q[:, None], pos, torch.zeros_like(pos))
+            n_q = q_counts[bucket]
+            pos = torch.arange(int(n_q.max()), device=qn.device)
+            q_index = q_offsets[bucket, None] + torch.where(pos < n_q[:, None], pos, torch.zeros_like(pos))
             k_index, k_len = ragged.gather_index(bucket)
             full_k = bool((k_len == k_index.shape[1]).all())
-            out = self.read(qn[q_index], q_times[q_index], n_q, hn[k_index], h_times[k_index],
-                            None if full_k else k_len)
+            out = attn(qn[q_index], q_times[q_index], n_q, hn[k_index], h_times[k_index], None if full_k else k_len)
             valid = pos < n_q[:, None]
             read = read.index_copy(0, q_index[valid], out[valid])
         return read
+
+
+def offsets_of(counts: torch.Tensor) -> torch.Tensor:
+    """Where each of consecutive runs of ``counts`` items starts in their flat concatenation."""
+    return torch.cumsum(counts, 0) - counts

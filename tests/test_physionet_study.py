@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchmarks.physionet import report, run, save_best
+from benchmarks.physionet import ensemble, report, run, save_best
 from ts_continuum.training import cli
 
 TINY = {"max_epochs": 2, "max_stays": 40, "batch_size": 8, "eval_batch_size": 16,
@@ -55,6 +55,14 @@ def test_grid_runs_resumes_and_reports(tmp_path, capsys, monkeypatch):
         npz.unlink()
     report.main([str(out)])
     assert (out / "summary.md").read_text().split("## By sparsity")[1].split("##")[0] == sparsity
+    # the mean of the two attentions' forecasts: members re-scored exactly, the ensemble no worse
+    # than their mean (the metric is convex in the forecasts)
+    ensemble.main([str(out), "--block", "main", "--threads", "1"])
+    scored = pd.read_csv(out / "ensemble.csv")
+    members = df[df["block"] == "main"].set_index("cell_id")["test_mse"]
+    assert scored["member"].iloc[:2].tolist() == members.index.tolist()
+    assert scored["test_mse"].iloc[:2].to_numpy() == pytest.approx(members.to_numpy(), rel=1e-9)
+    assert scored["member"].iloc[2] == "mean of 2" and scored["test_mse"].iloc[2] <= members.mean() + 1e-12
     # the best async cell on validation, saved so that one command recomputes its test MSE
     save_best.main([str(out)])
     best = df[(df["model"] == "async") & (df["switch"] == "none")].sort_values("best_val_mse").iloc[0]

@@ -32,7 +32,7 @@ BASELINES = {"last": LastObservation, "mean": HistoryMean}
 MODELS = tuple(TRAINED) + tuple(BASELINES)
 # settings a cell may give besides its key (others are refused by the runner)
 SETTINGS = {"max_epochs": 10, "patience": 4, "lr": 1e-3, "batch_size": 32, "eval_batch_size": 128,
-            "model_args": {}, "split_seed": 0, "limit_train_batches": 1.0, "max_stays": None}
+            "model_args": {}, "split_seed": 0, "limit_train_batches": 1.0, "max_stays": None, "weighting": "query"}
 _DATA: dict[tuple, PhysioNetDataModule] = {}
 
 
@@ -142,7 +142,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     dm = data_module(cell)
     L.seed_everything(int(cell["seed"]), verbose=False)
     model = build_model(cell, dm)
-    module = QueryForecastingModule(model, lr=float(cell["lr"]), lr_schedule="cosine")
+    module = QueryForecastingModule(model, lr=float(cell["lr"]), lr_schedule="cosine", weighting=cell["weighting"])
     log = EpochLog()
     switch = _switch(cell)
     switcher = SwitchAttention(switch[0], switch[1], dm) if switch else None

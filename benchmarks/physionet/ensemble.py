@@ -49,12 +49,12 @@ def score(module: nn.Module, dm) -> tuple[dict, dict]:
     return evaluate(module, dm.val_dataloader(), dm.n_variables), evaluate(module, dm.test_dataloader(), dm.n_variables)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path, help="a results folder with results.csv and runs/")
     parser.add_argument("--block", nargs="+", required=True, help="the blocks whose finished cells are the members")
     parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     results = pd.read_csv(args.folder / "results.csv")
     rows = results[(results["status"] == "ok") & results["block"].isin(args.block)]

@@ -52,11 +52,17 @@ def run_config(cell: dict, ckpt: dict) -> dict:
                     "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
                                "init_args": {"save_dir": "runs", "name": "physionet2012-best"}}},
         "model": {"model": {"class_path": ckpt["model_class"], "init_args": model_config},
-                  "lr": float(cell["lr"]), "lr_schedule": "cosine"},
+                  "lr": float(cell["lr"]), "lr_schedule": "cosine", "weighting": cell["weighting"]},
         "data": {"split_seed": int(cell["split_seed"]), "batch_size": int(cell["batch_size"]),
                  "eval_batch_size": int(cell["eval_batch_size"]), "history_keep": float(cell["history_keep"]),
                  **({"max_stays": int(cell["max_stays"])} if cell["max_stays"] else {})},
     }
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the repository when inside it (the README's command runs from there)."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,8 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         f"({row['best_val_mse']:.6f}) among the finished cells of its kind on complete histories; its test MSE "
         f"in `results.csv`: {row['test_mse']:.6f} (MAE {row['test_mae']:.6f}).{note}\n\n"
         "Recompute its test MSE from the raw data file (`datasets/physionet2012.csv.xz`):\n\n"
-        "```bash\nts-continuum test --config benchmarks/results/physionet2012/best/config.yaml "
-        "--ckpt_path benchmarks/results/physionet2012/best/model.ckpt\n```\n\n"
+        f"```bash\nts-continuum test --config {shown(best)}/config.yaml --ckpt_path {shown(best)}/model.ckpt\n```\n\n"
         f"Written by `python -m benchmarks.physionet.save_best` ({(best / 'model.ckpt').stat().st_size / 1e6:.1f} MB, "
         "weights and the data's split and scaling, no optimiser state).\n")
     print(f"saved {row['cell_id']} to {best}")

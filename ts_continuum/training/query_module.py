@@ -2,7 +2,8 @@
 at any (time, variable) (``models/query_base.py``), scored with the published per-variable metric.
 
 Batches are observation sets (``data/observations.py``): the loss is taken over every query that has
-a target (``query_lengths``), as the published models train; ``val_mse``/``val_mae`` and
+a target (``query_lengths``), each query alike as the published models train (``weighting="query"``),
+or each variable alike as the metric scores (``weighting="variable"``); ``val_mse``/``val_mae`` and
 ``test_mse``/``test_mae`` are the per-variable errors averaged over variables
 (``training.metrics.PerVariableError``). Optimiser, schedules, checkpoints (the model's class and
 arguments) and the divergence stop are ``ForecastingModule``'s.
@@ -10,12 +11,17 @@ arguments) and the divergence stop are ``ForecastingModule``'s.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import torch
 from torch import nn
 
 from ..models.query_base import QueryModel
 from .metrics import PerVariableError
 from .module import DEFAULT_PCT_START, ForecastingModule, Loss, Schedule
+
+Weighting = Literal["query", "variable"]
+WEIGHTINGS: tuple[str, ...] = get_args(Weighting)
 
 
 def query_mask(batch: dict) -> torch.Tensor:
@@ -27,7 +33,11 @@ def query_mask(batch: dict) -> torch.Tensor:
 class QueryForecastingModule(ForecastingModule):
     """Trains and scores a ``QueryModel`` (e.g. ``AsyncTransformer``) on observation sets.
 
-    Args: as ``ForecastingModule`` (``model`` is a ``QueryModel``; the default schedule is "cosine").
+    Args: as ``ForecastingModule`` (``model`` is a ``QueryModel``; the default schedule is "cosine"), and
+        weighting: "query": the loss is the mean over every query of the batch, so a variable counts
+            by how often it is observed (a heart rate 100 times a day, a lab value once);
+            "variable": the mean over the variables with targets in the batch of each variable's
+            mean loss, the weighting of the per-variable metric (``val_mse``, ``test_mse``).
     """
 
     def __init__(
@@ -38,9 +48,13 @@ class QueryForecastingModule(ForecastingModule):
         lr_schedule: Schedule = "cosine",
         pct_start: float = DEFAULT_PCT_START,
         weight_decay: float = 0.0,
+        weighting: Weighting = "query",
     ):
+        if weighting not in WEIGHTINGS:
+            raise ValueError(f"weighting must be one of {list(WEIGHTINGS)}, got {weighting!r}")
         super().__init__(model, loss=loss, lr=lr, lr_schedule=lr_schedule, pct_start=pct_start,
                          weight_decay=weight_decay)
+        self.weighting = weighting
         n = model.n_variables
         self.metrics = nn.ModuleDict({f"{split}_{kind}": PerVariableError(n, kind)
                                       for split in ("val", "test") for kind in ("mse", "mae")})
@@ -61,7 +75,11 @@ class QueryForecastingModule(ForecastingModule):
         return pred[mask], batch["query_values"][mask]
 
     def training_step(self, batch, batch_idx):
-        loss = self.loss_fn(*self._observed(self(batch), batch))
+        pred = self(batch)
+        if self.weighting == "query":
+            loss = self.loss_fn(*self._observed(pred, batch))
+        else:
+            loss = per_variable_loss(self.loss_fn, pred, batch["query_values"], query_mask(batch))
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch["values"]))
         return loss
 
@@ -76,3 +94,14 @@ class QueryForecastingModule(ForecastingModule):
     def _reset(self, split: str) -> None:
         for kind in ("mse", "mae"):
             self.metrics[f"{split}_{kind}"].reset()
+
+
+def per_variable_loss(loss_fn, pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean over variables with a target in ``mask`` (B, C, M) of each variable's mean
+    ``loss_fn`` error: ``PerVariableError``'s weighting on one batch (0 if nothing is asked)."""
+    err = loss_fn(pred, target.to(pred.dtype), reduction="none").masked_fill(~mask, 0.0)
+    count = mask.sum(dim=(0, 2))
+    has = count > 0
+    if not bool(has.any()):
+        return pred.sum() * 0.0
+    return (err.sum(dim=(0, 2))[has] / count[has].to(err.dtype)).mean()

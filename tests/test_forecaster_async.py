@@ -248,3 +248,16 @@ def test_plot_draws_history_forecasts_and_actual_values(fitted, records):
     assert isinstance(fig, Figure) and len(fig.axes) == len(VARIABLES)
     fig = fitted.plot(records, fitted.predict(records, at=at), id="s0", variables=["hr", "temp"])
     assert fig.axes[1].get_ylabel() == "temp"
+
+
+def test_the_per_variable_weighting_reaches_training_and_only_the_query_models_take_it(records):
+    f = Forecaster(**TINY_ASYNC, weighting="variable")
+    assert f.options.module["weighting"] == "variable"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f.fit(records, val_size=2)
+    assert f.learning_curve_ is not None
+    with pytest.raises(ValueError, match="weighting must be one of"):
+        Forecaster(**TINY_ASYNC, weighting="stay")
+    with pytest.raises(ValueError, match="unknown argument 'weighting'"):
+        Forecaster("patchtst", horizon=4, lookback=8, weighting="variable")

@@ -83,7 +83,8 @@ class Forecaster:
         duplicates: asynchronous model: "raise" refuses an (id, time, variable) observed twice with
             different values; "mean" averages them.
         **kwargs: model arguments (d_model, n_layers, dropout, attention_backend, ...), training
-            arguments (lr, loss, lr_schedule, weight_decay) and Lightning Trainer arguments
+            arguments (lr, loss, lr_schedule, weight_decay; asynchronous model also ``weighting``:
+            "variable" trains on the per-variable metric's weighting) and Lightning Trainer arguments
             (max_epochs, accelerator, enable_progress_bar, ...); unknown names are a ValueError.
     """
 
@@ -147,7 +148,7 @@ class Forecaster:
         times = QueryTimes.parse(horizon, lookback, cutoff, cutoff_step, time_unit)
         self.horizon, self.lookback = times.horizon, times.lookback
         self.model_cls = QUERY_MODELS[self.model_name]
-        self.options = split_options(self.model_cls, kwargs, QUERY_MODEL_ARGS)
+        self.options = split_options(self.model_cls, kwargs, QUERY_MODEL_ARGS, QueryForecastingModule)
         settings = dict(cutoff=cutoff, cutoff_step=cutoff_step, time_unit=time_unit,
                         duplicates=None if duplicates == "raise" else duplicates)
         self.init_args = dict(model=self.model_name, horizon=_plain(horizon), lookback=_plain(lookback),

@@ -45,11 +45,13 @@ def _parameters(fn, skip: set[str]) -> list[str]:
     ]
 
 
-def split_options(model_cls: type, kwargs: dict, explicit: set[str]) -> Options:
-    """Route ``kwargs``; ``explicit`` are the model arguments Forecaster sets itself."""
+def split_options(model_cls: type, kwargs: dict, explicit: set[str],
+                  module_cls: type = ForecastingModule) -> Options:
+    """Route ``kwargs``; ``explicit`` are the model arguments Forecaster sets itself; ``module_cls``
+    the training module whose arguments are the training options."""
     groups = {
         "model": _parameters(model_cls, explicit | {"self"}),
-        "module": _parameters(ForecastingModule.__init__, {"self", "model"}),
+        "module": _parameters(module_cls.__init__, {"self", "model"}),
         "trainer": _parameters(L.Trainer.__init__, {"self"}),
     }
     options = Options(module=dict(MODULE_DEFAULTS), trainer=dict(TRAINER_DEFAULTS))

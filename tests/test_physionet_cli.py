@@ -45,8 +45,9 @@ def test_each_physionet_config_fits_and_tests_end_to_end(config, tiny_run, tmp_p
     assert metrics["test_mse"].notna().any() and metrics["val_mse"].notna().any()
     (best,) = (run / "checkpoints").glob("best-*.ckpt")
     module = QueryForecastingModule.from_checkpoint(str(best))
-    assert type(module.model).__name__ == yaml.safe_load(config.read_text())["model"]["model"]["class_path"].rsplit(
-        ".", 1)[1]
+    recipe = yaml.safe_load(config.read_text())["model"]
+    assert type(module.model).__name__ == recipe["model"]["class_path"].rsplit(".", 1)[1]
+    assert module.weighting == recipe.get("weighting", "query")  # the training recipe survives the checkpoint
     # evaluating the checkpoint again with the run's own config
     main(["test", "--config", str(run / "config.yaml"), "--ckpt_path", str(best),
           "--trainer.logger.init_args.version", "again"])

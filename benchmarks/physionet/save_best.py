@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.save(ckpt, best / "model.ckpt")
     (best / "config.yaml").write_text(yaml.safe_dump(run_config(cell, ckpt), sort_keys=False))
     (best / "README.md").write_text(
-        f"# The study's best {args.model} model{' among those whose checkpoint was kept' if note else ''}\n\n"
+        f"# The best {args.model} model of `{shown(args.results)}`"
+        f"{' among those whose checkpoint was kept' if note else ''}\n\n"
         f"Cell `{row['cell_id']}` (block `{row['block']}`), chosen on validation MSE "
         f"({row['best_val_mse']:.6f}) among the finished cells of its kind on complete histories; its test MSE "
         f"in `results.csv`: {row['test_mse']:.6f} (MAE {row['test_mae']:.6f}).{note}\n\n"

@@ -59,5 +59,5 @@ def test_training_step_weights_as_asked_and_the_choice_is_saved(weighting, monke
 
 def test_unknown_weighting_is_refused_with_the_choices():
     model = AsyncTransformer(2, d_model=8, n_heads=2, n_layers=1, d_ff=16)
-    with pytest.raises(ValueError, match=r"weighting must be one of \['query', 'variable'\], got 'per-stay'"):
+    with pytest.raises(ValueError, match=r"weighting must be one of 'query', 'variable'; got 'per-stay'"):
         QueryForecastingModule(model, weighting="per-stay")

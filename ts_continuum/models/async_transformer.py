@@ -189,11 +189,13 @@ class AsyncTransformer(QueryModel):
             return summary if mixer is None else mixer(summary.view(B, C, -1)).reshape(B * C, -1)[rows]
 
         h = torch.zeros(0, self.d_model, dtype=dtype, device=values.device)
-        series_len = lengths.sum(-1)
-        in_series = torch.nonzero(series_len > 0).squeeze(1)  # series with any history
+        series = None
         if rows.numel():
             ragged = Ragged(flat_len[rows])
-            series = Ragged(series_len[in_series]) if self.series_read is not None else None  # tokens are series-major
+            if self.series_read is not None:  # tokens are flat series by series: one row per series with history
+                series_len = lengths.sum(-1)
+                in_series = torch.nonzero(series_len > 0).squeeze(1)
+                series = Ragged(series_len[in_series])
             observed = torch.arange(N, device=values.device) < lengths[..., None]
             h_times = times[observed].to(torch.float64) * steps
             h = self.value(values[observed].to(dtype)[:, None]) + self.variable(variable_of_row)[ragged.row]

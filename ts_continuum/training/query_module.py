@@ -16,6 +16,7 @@ from typing import Literal, get_args
 import torch
 from torch import nn
 
+from ..attention.choices import check_choice
 from ..models.query_base import QueryModel
 from .metrics import PerVariableError
 from .module import DEFAULT_PCT_START, ForecastingModule, Loss, Schedule
@@ -50,8 +51,7 @@ class QueryForecastingModule(ForecastingModule):
         weight_decay: float = 0.0,
         weighting: Weighting = "query",
     ):
-        if weighting not in WEIGHTINGS:
-            raise ValueError(f"weighting must be one of {list(WEIGHTINGS)}, got {weighting!r}")
+        check_choice("weighting", weighting, WEIGHTINGS)
         super().__init__(model, loss=loss, lr=lr, lr_schedule=lr_schedule, pct_start=pct_start,
                          weight_decay=weight_decay)
         self.weighting = weighting

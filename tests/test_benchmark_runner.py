@@ -487,6 +487,33 @@ def test_cpu_timings_record_the_machine():
     assert facts["cpu"] and facts["cpu"] != "" and isinstance(facts["cores"], int) and facts["cores"] >= 1
 
 
+def test_peak_rss_is_per_run_after_a_reset():
+    """Cells trained one after another in one process each report their own peak, not the process's."""
+    import resource
+    import sys
+
+    from benchmarks.machine import peak_rss_mb, reset_peak_rss
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the peak is reset through /proc (Linux)")
+
+    def current_mb() -> float:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() / 2**20
+
+    block = np.ones(200 * 2**20 // 8)  # 200 MB, touched
+    high = peak_rss_mb()
+    assert high >= current_mb() - 1
+    del block
+    assert reset_peak_rss()
+    base = current_mb()
+    assert abs(peak_rss_mb() - base) < 5  # the peak starts again from what is resident now
+    if base < high - 100:  # the block went back to the system (the allocator may keep it)
+        assert peak_rss_mb() < high - 100
+    again = np.ones(400 * 2**20 // 8)  # larger than anything freed: the peak must rise again
+    assert peak_rss_mb() >= base + 150
+    del again
+
+
 def quick_grid(tmp_path: Path, name: str = "changed.yaml", **defaults) -> Path:
     """The quick profile, its defaults changed, as a grid file of its own."""
     grid = yaml.safe_load((ROOT / "benchmarks/grids/quick.yaml").read_text())

@@ -10,7 +10,6 @@ so nothing needs rerunning to look again.
 from __future__ import annotations
 
 import json
-import resource
 import shutil
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
+from benchmarks import machine
 from ts_continuum.data.physionet import PhysioNetDataModule
 from ts_continuum.models import AsyncTransformer, GridPatchTST, HistoryMean, LastObservation
 from ts_continuum.training.metrics import PerVariableError
@@ -139,6 +139,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     """Train and test one cell; returns the result row. ``out_dir`` keeps its curves and errors."""
     out_dir.mkdir(parents=True, exist_ok=True)
     cell = {**SETTINGS, **cell}
+    machine.reset_peak_rss()  # the runner trains cell after cell in one process: each gets its own peak
     dm = data_module(cell)
     L.seed_everything(int(cell["seed"]), verbose=False)
     model = build_model(cell, dm)
@@ -181,7 +182,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         "epochs": len(log.seconds), "best_epoch": best + 1,
         "s_per_epoch": float(np.mean(seconds)) if seconds else float("nan"),
         "first_epoch_s": log.seconds[0] if log.seconds else float("nan"),
-        "fit_s": fit_s, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "fit_s": fit_s, "peak_rss_mb": machine.peak_rss_mb(),
         "threads": torch.get_num_threads(), "n_params": sum(p.numel() for p in model.parameters()),
         "val_curve": json.dumps([round(v, 6) for v in log.val_mse]),
         "val_mae_curve": json.dumps([round(v, 6) for v in log.val_mae]),

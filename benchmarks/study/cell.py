@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import resource
 import shutil
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
+from benchmarks import machine
 from ts_continuum import allocator
 from ts_continuum.data import ForecastDataModule
 from ts_continuum.models import build_model
@@ -77,6 +77,7 @@ class TestCurve(Callback):
 def run_cell(cell: dict, out_dir: Path) -> dict:
     """Train and test one cell; returns the result row (metrics, epochs, timings)."""
     allocator.keep_freed_memory()  # in whichever process trains it (a Ray worker too)
+    machine.reset_peak_rss()  # a runner trains cell after cell in one process: each gets its own peak
     out_dir.mkdir(parents=True, exist_ok=True)
     cell = {**OPTIONAL, **cell}
     drop, interpolate = REGIMES[cell["regime"]]
@@ -131,7 +132,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         "first_epoch_s": seconds[0] if seconds else float("nan"),
         "fit_s": fit_s,
         "wall_s": wall,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": machine.peak_rss_mb(),
         "threads": torch.get_num_threads(),
         "val_curve": json.dumps([round(v, 5) for v in val_mse]),
         "test_curve": json.dumps([round(v, 5) for v in test_curve.test_mse]),

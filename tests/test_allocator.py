@@ -183,3 +183,62 @@ def test_a_preloaded_malloc_is_left_alone(tmp_path):
     code = "from ts_continuum.allocator import glibc_mallopt; print(glibc_mallopt()[1])"
     done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert "another allocator replaces glibc's malloc" in done.stdout, done.stderr[-2000:]
+
+
+RELEASE_PROBE = """
+import json, resource, torch
+from ts_continuum import allocator
+allocator.keep_freed_memory()
+
+def rss_mb():
+    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
+
+blocks = [torch.ones(1 << 18) for _ in range(300)]  # 300 blocks of 1 MB, on the heap under this setting
+loaded = rss_mb()
+del blocks
+kept = rss_mb()
+released = allocator.release_freed_memory()
+print(json.dumps({"loaded": loaded, "kept": kept, "after": rss_mb(), "released": released}))
+"""
+
+
+@pytest.mark.skipif(not (ON_GLIBC and sys.platform.startswith("linux")), reason="glibc's malloc_trim, read in /proc")
+def test_released_memory_goes_back_to_the_system():
+    env = {**os.environ, allocator.ENV: "1", "OMP_NUM_THREADS": "1"}
+    for name in (*allocator.GLIBC_MALLOC_ENV, "GLIBC_TUNABLES"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", RELEASE_PROBE], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["released"]
+    assert seen["kept"] > seen["loaded"] - 50, "the setting keeps freed blocks resident (the premise)"
+    assert seen["after"] < seen["kept"] - 200, "releasing hands the 300 MB of free blocks back"
+
+
+def test_elsewhere_than_glibc_release_does_nothing(monkeypatch):
+    monkeypatch.setattr(allocator, "_glibc", lambda: (None, "the C library is not glibc"))
+    assert allocator.release_freed_memory() is False
+
+
+def test_the_callback_releases_every_n_steps_and_after_each_evaluation(monkeypatch):
+    from ts_continuum.training import ReleaseFreedMemory
+
+    calls = []
+    monkeypatch.setattr(allocator, "release_freed_memory", lambda: calls.append(1) or True)
+    callback = ReleaseFreedMemory(every_n_steps=3)
+    callback.on_train_start(None, None)
+    for batch_idx in range(10):
+        callback.on_train_batch_end(None, None, None, None, batch_idx)
+    assert len(calls) == 4  # at the start, after batches 2, 5 and 8
+    callback.on_validation_end(None, None)
+    callback.on_test_end(None, None)
+    assert len(calls) == 6 and callback.releases == 6
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, True, "50"])
+def test_the_callback_refuses_a_step_count_that_is_not_a_whole_positive_number(bad):
+    from ts_continuum.training import ReleaseFreedMemory
+
+    with pytest.raises(ValueError, match="every_n_steps must be a whole number >= 1"):
+        ReleaseFreedMemory(every_n_steps=bad)

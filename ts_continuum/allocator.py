@@ -13,6 +13,11 @@ The ``ts-continuum`` command, ``Forecaster`` training and the benchmark runners 
 ``TS_CONTINUUM_ALLOCATOR=0`` leaves the allocator alone; so does a process whose C library is not
 glibc (macOS, Windows, musl), one with another malloc preloaded (jemalloc, tcmalloc, mimalloc) and
 one whose malloc settings come from the environment (``GLIBC_TUNABLES``, ``MALLOC_*_``).
+
+Kept memory can pile up where batches differ in shape (ragged series padded per batch): blocks of
+ever new sizes fragment the heap, and its free part grows while the memory in use stays flat.
+:func:`release_freed_memory` (``malloc_trim``) hands the free pages back; the
+``ReleaseFreedMemory`` training callback calls it every so many steps.
 """
 
 from __future__ import annotations
@@ -84,8 +89,30 @@ def configure(value: str | None, environ: Mapping[str, str], probe: Callable[[],
     return f"glibc malloc keeps freed memory (mmap threshold {mmap >> 20} MiB, trim threshold {THRESHOLD >> 20} MiB)"
 
 
+def release_freed_memory() -> bool:
+    """Hand the free pages of glibc's heap back to the system (``malloc_trim(0)``): the resident
+    memory falls to what is in use. Results do not change; the next allocations fault their pages in
+    again. False, doing nothing, where the process does not allocate with glibc's malloc."""
+    glibc, _ = _glibc()
+    if glibc is None:
+        return False
+    glibc.malloc_trim.argtypes, glibc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    glibc.malloc_trim(0)
+    return True
+
+
 def glibc_mallopt() -> tuple[Mallopt | None, str]:
     """glibc's ``mallopt`` if this process allocates with glibc's malloc, else None and why not."""
+    glibc, why_not = _glibc()
+    if glibc is None:
+        return None, why_not
+    mallopt = glibc.mallopt
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return mallopt, ""
+
+
+def _glibc() -> tuple[ctypes.CDLL | None, str]:
+    """The C library if this process allocates with glibc's malloc, else None and why not."""
     if not sys.platform.startswith("linux"):
         return None, f"the C library is not glibc ({sys.platform})"
     try:
@@ -96,9 +123,7 @@ def glibc_mallopt() -> tuple[Mallopt | None, str]:
         return None, "the C library is not glibc"
     if _address(process.malloc) != _address(glibc.malloc):
         return None, "another allocator replaces glibc's malloc (LD_PRELOAD)"
-    mallopt = glibc.mallopt
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return mallopt, ""
+    return glibc, ""
 
 
 def _address(function) -> int | None:

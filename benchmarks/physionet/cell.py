@@ -23,6 +23,7 @@ from lightning.pytorch.loggers import CSVLogger
 from benchmarks import machine
 from ts_continuum.data.physionet import PhysioNetDataModule
 from ts_continuum.models import AsyncTransformer, GridPatchTST, HistoryMean, LastObservation
+from ts_continuum.training import ReleaseFreedMemory
 from ts_continuum.training.metrics import PerVariableError
 from ts_continuum.training.query_module import QueryForecastingModule, query_mask
 
@@ -152,7 +153,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         ckpt_dir = out_dir / "checkpoint"
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         ckpt = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_mse", mode="min", save_top_k=1)
-        callbacks = [log, ckpt] + ([switcher] if switcher else [])
+        callbacks = [log, ckpt, ReleaseFreedMemory()] + ([switcher] if switcher else [])
         if not switch:  # a switch run trains its whole budget: the jump and where it ends are the result
             callbacks.append(EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"])))
         trainer = L.Trainer(accelerator="cpu", max_epochs=int(cell["max_epochs"]), gradient_clip_val=1.0,

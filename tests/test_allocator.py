@@ -242,3 +242,19 @@ def test_the_callback_refuses_a_step_count_that_is_not_a_whole_positive_number(b
 
     with pytest.raises(ValueError, match="every_n_steps must be a whole number >= 1"):
         ReleaseFreedMemory(every_n_steps=bad)
+
+
+def test_the_query_forecaster_adds_the_release_to_the_users_callbacks():
+    from lightning.pytorch.callbacks import EarlyStopping
+
+    from ts_continuum.forecasting.query_fit import with_memory_release
+    from ts_continuum.training import ReleaseFreedMemory
+
+    mine = EarlyStopping(monitor="val_mse")
+    for given in (mine, [mine], (mine,)):
+        kwargs = with_memory_release({"max_epochs": 3, "callbacks": given})
+        assert kwargs["max_epochs"] == 3 and kwargs["callbacks"][0] is mine
+        assert [type(c) for c in kwargs["callbacks"][1:]] == [ReleaseFreedMemory]
+    assert [type(c) for c in with_memory_release({})["callbacks"]] == [ReleaseFreedMemory]
+    own = ReleaseFreedMemory(every_n_steps=7)
+    assert with_memory_release({"callbacks": [own]})["callbacks"] == [own]  # the user's own is not doubled

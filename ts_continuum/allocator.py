@@ -91,8 +91,9 @@ def configure(value: str | None, environ: Mapping[str, str], probe: Callable[[],
 
 def release_freed_memory() -> bool:
     """Hand the free pages of glibc's heap back to the system (``malloc_trim(0)``): the resident
-    memory falls to what is in use. Results do not change; the next allocations fault their pages in
-    again. False, doing nothing, where the process does not allocate with glibc's malloc."""
+    memory falls to what is in use. Only where memory comes from changes (a kernel whose summation
+    order follows its buffers' alignment may differ in the last float digits); the next allocations
+    fault their pages in again. False, doing nothing, where the process does not use glibc's malloc."""
     glibc, _ = _glibc()
     if glibc is None:
         return False

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader
 from ..data.observations import ObservationDataset
 from ..models.size import check_model_size
 from ..training.learning_curve import learning_curve_frame
+from ..training.memory import ReleaseFreedMemory
 from ..training.query_module import QueryForecastingModule
 from .forecast_errors import listing
 from .fit_loop import check_finite_weights, run_fit, seeded
@@ -121,7 +122,7 @@ class QueryFit:
             order = torch.Generator().manual_seed(self.seed)
             train_loader = DataLoader(train_data, batch_size=self.batch_size, shuffle=True, generator=order,
                                       collate_fn=train_data.collate)
-            metrics, curve = run_fit(module, self.options.trainer, train_loader, val_loader,
+            metrics, curve = run_fit(module, with_memory_release(self.options.trainer), train_loader, val_loader,
                                      self.early_stopping_patience)
         check_finite_weights(module, curve)
         context = obs
@@ -147,3 +148,13 @@ class QueryFit:
     def state(self, model: torch.nn.Module, spec: QuerySpec, scaler: VariableScaler,
               context: Observations | None) -> QueryState:
         return QueryState(model, spec, scaler, self.times, context, self.duplicates)
+
+
+def with_memory_release(trainer_kwargs: dict) -> dict:
+    """The Trainer's arguments with :class:`ReleaseFreedMemory` added to the user's callbacks: ragged
+    batches fragment the C heap, so a long fit's resident memory would otherwise climb epoch by epoch."""
+    given = trainer_kwargs.get("callbacks") or []
+    given = list(given) if isinstance(given, (list, tuple)) else [given]
+    if any(isinstance(c, ReleaseFreedMemory) for c in given):
+        return dict(trainer_kwargs)
+    return {**trainer_kwargs, "callbacks": given + [ReleaseFreedMemory()]}

@@ -1,9 +1,11 @@
-"""A training callback that keeps a long CPU run's resident memory near what it uses.
+"""A training callback that keeps a long CPU run's resident memory closer to what it uses.
 
-With batches of ever new shapes (PhysioNet's stays padded per batch) glibc's heap fragments: on the
-wide PhysioNet model the memory in use stayed at about 0.4 GB while the heap's free part grew epoch
-after epoch (a peak RSS of 4.4 GB in 8 epochs). Handing the free pages back every so many
-steps bounds that growth; where the process does not use glibc's malloc the callback does nothing.
+With batches of ever new shapes (PhysioNet's stays packed per batch) glibc's heap fragments: on the
+wide PhysioNet model the memory in use between epochs stayed at about 0.4 GB while the heap's free
+part grew epoch after epoch. Handing the free pages back every so many steps lowers the peak (one
+epoch: 2.50 to 2.08 GB), though not for good: the heap's extent still grows and a training step
+touches much of it again (16 epochs: 4.24 GB; benchmarks/results/2026-12-06-physionet-memory).
+Where the process does not use glibc's malloc the callback does nothing.
 """
 
 from __future__ import annotations

@@ -489,6 +489,7 @@ def test_cpu_timings_record_the_machine():
 
 def test_peak_rss_is_per_run_after_a_reset():
     """Cells trained one after another in one process each report their own peak, not the process's."""
+    import mmap
     import resource
     import sys
 
@@ -500,18 +501,23 @@ def test_peak_rss_is_per_run_after_a_reset():
     def current_mb() -> float:
         return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() / 2**20
 
-    block = np.ones(200 * 2**20 // 8)  # 200 MB, touched
+    def touched(mb: int) -> mmap.mmap:  # pages of its own, whatever the C heap keeps
+        block = mmap.mmap(-1, mb << 20)
+        for offset in range(0, mb << 20, mmap.PAGESIZE):
+            block[offset] = 1
+        return block
+
+    block = touched(200)
     high = peak_rss_mb()
     assert high >= current_mb() - 1
-    del block
+    block.close()  # unmapped: back to the system
     assert reset_peak_rss()
     base = current_mb()
     assert abs(peak_rss_mb() - base) < 5  # the peak starts again from what is resident now
-    if base < high - 100:  # the block went back to the system (the allocator may keep it)
-        assert peak_rss_mb() < high - 100
-    again = np.ones(400 * 2**20 // 8)  # larger than anything freed: the peak must rise again
-    assert peak_rss_mb() >= base + 150
-    del again
+    assert peak_rss_mb() < high - 150  # the freed block no longer counts
+    again = touched(300)
+    assert peak_rss_mb() >= base + 250  # a new block raises it again
+    again.close()
 
 
 def quick_grid(tmp_path: Path, name: str = "changed.yaml", **defaults) -> Path:

@@ -1,13 +1,9 @@
-import ctypes, resource, time
+import resource
+import time
+
 import lightning as L
 
-class MI(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena","ordblks","smblks","hblks","hblkhd","usmblks","fsmblks","uordblks","fordblks","keepcost")]
-libc = ctypes.CDLL("libc.so.6")
-libc.mallinfo2.restype = MI
-
-def cur():
-    return int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() / 2**20
+from heap_probe import cur, libc  # same folder: mallinfo2 and the current RSS
 
 class HeapWatch(L.Callback):
     """Prints RSS, peak, heap in use / free / mmapped, CPU seconds at epoch points (observes only)."""

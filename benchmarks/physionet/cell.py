@@ -17,7 +17,7 @@ from pathlib import Path
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, EarlyStopping, EMAWeightAveraging, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
 from benchmarks import machine
@@ -33,7 +33,8 @@ BASELINES = {"last": LastObservation, "mean": HistoryMean}
 MODELS = tuple(TRAINED) + tuple(BASELINES)
 # settings a cell may give besides its key (others are refused by the runner)
 SETTINGS = {"max_epochs": 10, "patience": 4, "lr": 1e-3, "batch_size": 32, "eval_batch_size": 128,
-            "model_args": {}, "split_seed": 0, "limit_train_batches": 1.0, "max_stays": None, "weighting": "query"}
+            "model_args": {}, "split_seed": 0, "limit_train_batches": 1.0, "max_stays": None, "weighting": "query",
+            "ema_decay": None}
 _DATA: dict[tuple, PhysioNetDataModule] = {}
 
 
@@ -154,6 +155,8 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         ckpt = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_mse", mode="min", save_top_k=1)
         callbacks = [log, ckpt, ReleaseFreedMemory()] + ([switcher] if switcher else [])
+        if cell["ema_decay"] is not None:  # validated, checkpointed and tested on the weights' moving average
+            callbacks.append(EMAWeightAveraging(decay=float(cell["ema_decay"])))
         if not switch:  # a switch run trains its whole budget: the jump and where it ends are the result
             callbacks.append(EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"])))
         trainer = L.Trainer(accelerator="cpu", max_epochs=int(cell["max_epochs"]), gradient_clip_val=1.0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 import yaml
 
 from benchmarks.physionet import ensemble, report, run, save_best
@@ -84,3 +85,26 @@ def test_grid_mistakes_are_refused_before_anything_runs(tmp_path):
         run.expand({"blocks": [block("a"), {**block("b"), "settings": {"lr": 0.1}}]})
     cells = run.expand({"blocks": [block("a", seed=[0, 1])]})
     assert [c["attention"] for c in cells] == ["softmax", "continuous"] * 2 and cells[0]["seed"] == 0
+
+
+def test_ema_cells_validate_checkpoint_and_test_the_weights_average(tmp_path):
+    from benchmarks.physionet import cell as physionet_cell
+    from ts_continuum.training.query_module import QueryForecastingModule
+
+    base = {**TINY, "model": "async", "attention": "softmax", "pos_encoding": "rope", "history_keep": 1.0,
+            "switch": "none", "seed": 0}
+    plain = physionet_cell.run_cell(base, tmp_path / "plain")
+    one_step = physionet_cell.run_cell({**base, "ema_decay": 0.0}, tmp_path / "zero")  # the average is the weights
+    averaged = physionet_cell.run_cell({**base, "ema_decay": 0.9}, tmp_path / "ema")
+    assert one_step["test_mse"] == plain["test_mse"]
+    assert averaged["test_mse"] != plain["test_mse"]
+    # the kept checkpoint holds the average, and the average is what validation scored
+    dm = physionet_cell.data_module({**physionet_cell.SETTINGS, **base})
+    checkpoint = torch.load(tmp_path / "ema" / "best.ckpt", map_location="cpu", weights_only=False)
+    scores = {}
+    for key in ("state_dict", "current_model_state"):
+        module = QueryForecastingModule(physionet_cell.build_model({**physionet_cell.SETTINGS, **base}, dm))
+        module.load_state_dict(checkpoint[key])
+        scores[key] = physionet_cell.evaluate(module, dm.val_dataloader(), dm.n_variables)["mse"]
+    assert scores["state_dict"] == pytest.approx(averaged["best_val_mse"], rel=1e-6)
+    assert scores["current_model_state"] != pytest.approx(averaged["best_val_mse"], rel=1e-6)

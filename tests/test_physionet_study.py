@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -98,6 +100,10 @@ def test_ema_cells_validate_checkpoint_and_test_the_weights_average(tmp_path):
     averaged = physionet_cell.run_cell({**base, "ema_decay": 0.9}, tmp_path / "ema")
     assert one_step["test_mse"] == plain["test_mse"]
     assert averaged["test_mse"] != plain["test_mse"]
+    # begun at epoch 1, the average still holds the initial weights when epoch 0 is validated
+    late = physionet_cell.run_cell({**base, "ema_decay": 0.0, "ema_start_epoch": 1}, tmp_path / "late")
+    late_curve, plain_curve = json.loads(late["val_curve"]), json.loads(plain["val_curve"])
+    assert late_curve[0] > plain_curve[0] and late_curve[1] == plain_curve[1]
     # the kept checkpoint holds the average, and the average is what validation scored
     dm = physionet_cell.data_module({**physionet_cell.SETTINGS, **base})
     checkpoint = torch.load(tmp_path / "ema" / "best.ckpt", map_location="cpu", weights_only=False)

@@ -34,7 +34,7 @@ MODELS = tuple(TRAINED) + tuple(BASELINES)
 # settings a cell may give besides its key (others are refused by the runner)
 SETTINGS = {"max_epochs": 10, "patience": 4, "lr": 1e-3, "batch_size": 32, "eval_batch_size": 128,
             "model_args": {}, "split_seed": 0, "limit_train_batches": 1.0, "max_stays": None, "weighting": "query",
-            "ema_decay": None}
+            "ema_decay": None, "ema_start_epoch": 0}
 _DATA: dict[tuple, PhysioNetDataModule] = {}
 
 
@@ -137,6 +137,15 @@ def build_model(cell: dict, dm: PhysioNetDataModule) -> torch.nn.Module:
                                   **args)
 
 
+def _weight_average(cell: dict, dm: PhysioNetDataModule) -> EMAWeightAveraging:
+    """Validate, checkpoint and test on an exponential moving average of the weights, begun at the start
+    of epoch ``ema_start_epoch`` (0-based) so that the early, far-off weights do not linger in it."""
+    limit, batches = cell["limit_train_batches"], len(dm.train_dataloader())
+    steps = int(batches * limit) if isinstance(limit, float) else min(int(limit), batches)
+    start = int(cell["ema_start_epoch"]) * steps
+    return EMAWeightAveraging(decay=float(cell["ema_decay"]), update_starting_at_step=start)
+
+
 def run_cell(cell: dict, out_dir: Path) -> dict:
     """Train and test one cell; returns the result row. ``out_dir`` keeps its curves and errors."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -155,8 +164,8 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         ckpt = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_mse", mode="min", save_top_k=1)
         callbacks = [log, ckpt, ReleaseFreedMemory()] + ([switcher] if switcher else [])
-        if cell["ema_decay"] is not None:  # validated, checkpointed and tested on the weights' moving average
-            callbacks.append(EMAWeightAveraging(decay=float(cell["ema_decay"])))
+        if cell["ema_decay"] is not None:
+            callbacks.append(_weight_average(cell, dm))
         if not switch:  # a switch run trains its whole budget: the jump and where it ends are the result
             callbacks.append(EarlyStopping(monitor="val_mse", mode="min", patience=int(cell["patience"])))
         trainer = L.Trainer(accelerator="cpu", max_epochs=int(cell["max_epochs"]), gradient_clip_val=1.0,

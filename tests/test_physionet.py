@@ -140,6 +140,7 @@ def test_bad_frames_are_named(tmp_path, change, match):
 @pytest.mark.parametrize("kwargs,match", [
     (dict(history_hours=48.0), "history_hours"), (dict(history_keep=0.0), "history_keep"),
     (dict(batch_size=0), "batch_size"), (dict(max_stays=2), "max_stays"),
+    (dict(history_dropout=1.0), "history_dropout"), (dict(history_dropout=-0.1), "history_dropout"),
 ])
 def test_bad_arguments_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -157,6 +158,53 @@ def test_observation_sets_pad_each_variable_at_its_own_times():
     assert batch["values"][0, 1].tolist() == [4.0, 5.0] and batch["values"][0, 0].tolist() == [0.0, 0.0]
     with pytest.raises(ValueError, match="observed twice"):
         ObservationSets.build(ids, [0, 0], [1, 1], [-1.0, -1.0], [1, 2], 2)
+
+
+def test_history_dropout_thins_training_batches_anew_and_leaves_the_rest_whole():
+    rng = np.random.default_rng(0)
+    n = 400
+    series = rng.integers(0, 20, n)
+    sets = ObservationSets.build(np.arange(20), series=series, variable=rng.integers(0, 3, n),
+                                 time=-rng.permutation(n) / 10.0, value=rng.normal(size=n), n_variables=3)
+    sets = sets.select((sets.series != 7) | (np.arange(n) == sets.offsets[7]))  # stay 7: one observation
+    rows = [7, 3, 12, 0]
+    full = collate(sets, sets, rows)
+    torch.manual_seed(0)
+    thinned = collate(sets, sets, rows, history_dropout=0.5)
+    again = collate(sets, sets, rows, history_dropout=0.5)
+    kept = thinned["lengths"].sum(-1)
+    assert (kept >= 1).all() and kept[0] == 1  # a stay never loses its whole history
+    assert 0.3 < kept[1:].sum() / full["lengths"].sum(-1)[1:].sum() < 0.7
+    assert not torch.equal(thinned["lengths"], again["lengths"])  # drawn anew every batch
+    for key in ("query_times", "query_values", "query_lengths", "index"):
+        assert torch.equal(thinned[key], full[key])
+    # every kept observation is one of the stay's, at its own time, still sorted within its variable
+    for b in range(len(rows)):
+        for c in range(3):
+            m = int(thinned["lengths"][b, c])
+            t, v = thinned["times"][b, c, :m], thinned["values"][b, c, :m]
+            own = dict(zip(full["times"][b, c, :int(full["lengths"][b, c])].tolist(),
+                           full["values"][b, c, :int(full["lengths"][b, c])].tolist()))
+            assert (t[1:] > t[:-1]).all() and all(own[ti] == vi for ti, vi in zip(t.tolist(), v.tolist()))
+    torch.manual_seed(0)
+    assert torch.equal(collate(sets, sets, rows, history_dropout=0.5)["values"], thinned["values"])  # seeded
+
+
+def test_history_dropout_applies_to_training_batches_only(tmp_path):
+    path = tmp_path / "tiny.csv"
+    tiny_frame().to_csv(path, index=False)
+    plain = PhysioNetDataModule(data=str(path), batch_size=6, eval_batch_size=6)
+    thin = PhysioNetDataModule(data=str(path), batch_size=6, eval_batch_size=6, history_dropout=0.6)
+    plain.setup("fit")
+    thin.setup("fit")
+    for loader in ("val_dataloader", "test_dataloader"):
+        a, b = next(iter(getattr(plain, loader)())), next(iter(getattr(thin, loader)()))
+        assert torch.equal(a["values"], b["values"]) and torch.equal(a["lengths"], b["lengths"])
+    torch.manual_seed(1)
+    a = next(iter(plain.train_dataloader()))
+    torch.manual_seed(1)
+    b = next(iter(thin.train_dataloader()))
+    assert torch.equal(a["index"], b["index"]) and b["lengths"].sum() < a["lengths"].sum()
 
 
 def test_per_variable_metric_averages_over_variables_that_have_targets():

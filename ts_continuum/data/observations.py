@@ -115,10 +115,30 @@ def pad(sets: ObservationSets, rows: np.ndarray) -> tuple[torch.Tensor, torch.Te
     return torch.from_numpy(values), torch.from_numpy(times), torch.from_numpy(lengths)
 
 
-def collate(history: ObservationSets, queries: ObservationSets, rows: list[int] | np.ndarray) -> dict:
-    """A batch of the series ``rows``: history, queries and their targets (see the module docstring)."""
+def drop_observations(sets: ObservationSets, rows: np.ndarray, fraction: float,
+                      rng: np.random.Generator) -> ObservationSets:
+    """The series ``rows`` (in that order) with each observation dropped with probability ``fraction``;
+    a series that would lose all of them keeps its first. A training augmentation: the model sees its
+    histories thinned anew in every batch."""
+    part = sets.take(rows)
+    keep = rng.random(len(part.time)) >= fraction
+    kept = np.bincount(part.series[keep], minlength=len(part))
+    emptied = (kept == 0) & (np.diff(part.offsets) > 0)
+    keep[part.offsets[:-1][emptied]] = True
+    return part.select(keep)
+
+
+def collate(history: ObservationSets, queries: ObservationSets, rows: list[int] | np.ndarray,
+            history_dropout: float = 0.0) -> dict:
+    """A batch of the series ``rows``: history, queries and their targets (see the module docstring).
+    ``history_dropout`` > 0 thins the histories at random (:func:`drop_observations`; training only),
+    drawing from torch's generator so that seeded runs repeat."""
     rows = np.asarray(rows, dtype=np.int64)
-    values, times, lengths = pad(history, rows)
+    if history_dropout > 0:
+        rng = np.random.default_rng(int(torch.randint(2**62, ())))
+        values, times, lengths = pad(drop_observations(history, rows, history_dropout, rng), np.arange(len(rows)))
+    else:
+        values, times, lengths = pad(history, rows)
     q_values, q_times, q_lengths = pad(queries, rows)
     return {"values": values, "times": times, "lengths": lengths, "query_times": q_times,
             "query_lengths": q_lengths, "query_values": q_values, "index": torch.from_numpy(rows)}
@@ -138,5 +158,5 @@ class ObservationDataset(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> int:
         return i
 
-    def collate(self, rows: list[int]) -> dict:
-        return collate(self.history, self.queries, rows)
+    def collate(self, rows: list[int], history_dropout: float = 0.0) -> dict:
+        return collate(self.history, self.queries, rows, history_dropout)

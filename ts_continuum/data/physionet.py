@@ -17,6 +17,7 @@ test split's record ids are ``split_ids["test"]``.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import lightning as L
@@ -84,6 +85,8 @@ class PhysioNetDataModule(L.LightningDataModule):
         batch_size, eval_batch_size: stays per training / evaluation batch.
         history_keep: fraction of each stay's history observations kept (1: all; the thinning
             experiment draws the rest away with ``keep_seed``, in every split).
+        history_dropout: training batches drop this fraction of their stays' history observations at
+            random, drawn anew every batch (an augmentation; validation and test see every observation).
         max_stays: use a random subset of this many stays (before splitting): quick runs and tests.
         num_workers: DataLoader workers.
         data: the long frame's path (``load_dataset("physionet2012")``'s format); default: bundled.
@@ -97,6 +100,7 @@ class PhysioNetDataModule(L.LightningDataModule):
         eval_batch_size: int = 128,
         history_keep: float = 1.0,
         keep_seed: int = 0,
+        history_dropout: float = 0.0,
         max_stays: int | None = None,
         num_workers: int = 0,
         data: str | None = None,
@@ -106,6 +110,8 @@ class PhysioNetDataModule(L.LightningDataModule):
             raise ValueError(f"history_hours must lie in (0, {STAY_HOURS:g}), got {history_hours!r}")
         if not 0 < history_keep <= 1:
             raise ValueError(f"history_keep must be a fraction in (0, 1], got {history_keep!r}")
+        if not 0 <= history_dropout < 1:
+            raise ValueError(f"history_dropout must be a fraction in [0, 1) (0: off), got {history_dropout!r}")
         for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -179,8 +185,10 @@ class PhysioNetDataModule(L.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         data = self.datasets[split]
-        size = self.hparams.batch_size if split == "train" else self.hparams.eval_batch_size
-        return DataLoader(data, batch_size=size, shuffle=shuffle, collate_fn=data.collate,
+        train = split == "train"
+        size = self.hparams.batch_size if train else self.hparams.eval_batch_size
+        collate = partial(data.collate, history_dropout=self.hparams.history_dropout if train else 0.0)
+        return DataLoader(data, batch_size=size, shuffle=shuffle, collate_fn=collate,
                           num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:

@@ -114,3 +114,13 @@ def test_ema_cells_validate_checkpoint_and_test_the_weights_average(tmp_path):
         scores[key] = physionet_cell.evaluate(module, dm.val_dataloader(), dm.n_variables)["mse"]
     assert scores["state_dict"] == pytest.approx(averaged["best_val_mse"], rel=1e-6)
     assert scores["current_model_state"] != pytest.approx(averaged["best_val_mse"], rel=1e-6)
+
+
+def test_a_cell_trains_on_the_global_variable_weighting(tmp_path):
+    from benchmarks.physionet import cell as physionet_cell
+
+    base = {**TINY, "model": "async", "attention": "softmax", "pos_encoding": "rope", "history_keep": 1.0,
+            "switch": "none", "seed": 0}
+    per_batch = physionet_cell.run_cell({**base, "weighting": "variable"}, tmp_path / "batch")
+    global_ = physionet_cell.run_cell({**base, "weighting": "variable-global"}, tmp_path / "global")
+    assert np.isfinite(global_["test_mse"]) and global_["test_mse"] != per_batch["test_mse"]

@@ -3,7 +3,8 @@ at any (time, variable) (``models/query_base.py``), scored with the published pe
 
 Batches are observation sets (``data/observations.py``): the loss is taken over every query that has
 a target (``query_lengths``), each query alike as the published models train (``weighting="query"``),
-or each variable alike as the metric scores (``weighting="variable"``); ``val_mse``/``val_mae`` and
+or each variable alike as the metric scores, within each batch (``weighting="variable"``) or over the
+training set (``weighting="variable-global"``); ``val_mse``/``val_mae`` and
 ``test_mse``/``test_mae`` are the per-variable errors averaged over variables
 (``training.metrics.PerVariableError``). Optimiser, schedules, checkpoints (the model's class and
 arguments) and the divergence stop are ``ForecastingModule``'s.
@@ -21,7 +22,7 @@ from ..models.query_base import QueryModel
 from .metrics import PerVariableError
 from .module import DEFAULT_PCT_START, ForecastingModule, Loss, Schedule
 
-Weighting = Literal["query", "variable"]
+Weighting = Literal["query", "variable", "variable-global"]
 WEIGHTINGS: tuple[str, ...] = get_args(Weighting)
 
 
@@ -38,7 +39,12 @@ class QueryForecastingModule(ForecastingModule):
         weighting: "query": the loss is the mean over every query of the batch, so a variable counts
             by how often it is observed (a heart rate 100 times a day, a lab value once);
             "variable": the mean over the variables with targets in the batch of each variable's
-            mean loss, the weighting of the per-variable metric (``val_mse``, ``test_mse``).
+            mean loss, the weighting of the per-variable metric (``val_mse``, ``test_mse``) on one batch;
+            a variable absent from most batches (PhysioNet's TroponinI: 0.8 queries in a batch of 32
+            stays) then counts less than in the metric, by the share of batches it is absent from;
+            "variable-global": each query weighted by 1 / (C · its variable's share of the training
+            queries), C the variables that have any: the metric's weighting in expectation over batches
+            (needs training batches from an ``ObservationDataset``, whose queries give the shares).
     """
 
     def __init__(
@@ -55,6 +61,7 @@ class QueryForecastingModule(ForecastingModule):
         super().__init__(model, loss=loss, lr=lr, lr_schedule=lr_schedule, pct_start=pct_start,
                          weight_decay=weight_decay)
         self.weighting = weighting
+        self._query_weights: torch.Tensor | None = None
         n = model.n_variables
         self.metrics = nn.ModuleDict({f"{split}_{kind}": PerVariableError(n, kind)
                                       for split in ("val", "test") for kind in ("mse", "mae")})
@@ -78,10 +85,25 @@ class QueryForecastingModule(ForecastingModule):
         pred = self(batch)
         if self.weighting == "query":
             loss = self.loss_fn(*self._observed(pred, batch))
-        else:
+        elif self.weighting == "variable":
             loss = per_variable_loss(self.loss_fn, pred, batch["query_values"], query_mask(batch))
+        else:
+            if self._query_weights is None:
+                self._query_weights = self._training_query_weights().to(pred.device, pred.dtype)
+            loss = weighted_query_loss(self.loss_fn, pred, batch["query_values"], query_mask(batch),
+                                       self._query_weights)
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch["values"]))
         return loss
+
+    def _training_query_weights(self) -> torch.Tensor:
+        loader = self.trainer.train_dataloader
+        queries = getattr(getattr(loader, "dataset", None), "queries", None)
+        if queries is None:
+            raise ValueError('weighting="variable-global" takes each variable\'s share of the training queries from '
+                             "the training DataLoader's ObservationDataset, and this one has none; use "
+                             'weighting="variable" (the same weighting within each batch)')
+        counts = torch.bincount(torch.as_tensor(queries.variable, dtype=torch.long), minlength=self.model.n_variables)
+        return variable_weights(counts)
 
     def _evaluate(self, batch, split: str):
         pred = self(batch)
@@ -105,3 +127,23 @@ def per_variable_loss(loss_fn, pred: torch.Tensor, target: torch.Tensor, mask: t
     if not bool(has.any()):
         return pred.sum() * 0.0
     return (err.sum(dim=(0, 2))[has] / count[has].to(err.dtype)).mean()
+
+
+def variable_weights(counts: torch.Tensor) -> torch.Tensor:
+    """Per-query weights 1 / (C · share) from each variable's query count (0 for a variable without any),
+    so that the mean weighted error over all the counted queries is the mean over variables of each
+    variable's mean error."""
+    counts = counts.to(torch.float64)
+    has = counts > 0
+    shares = counts / counts.sum().clamp_min(1.0)
+    return torch.where(has, 1.0 / (has.sum().clamp_min(1) * shares.clamp_min(1e-300)), torch.zeros_like(counts))
+
+
+def weighted_query_loss(loss_fn, pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
+                        weights: torch.Tensor) -> torch.Tensor:
+    """The mean over the queries in ``mask`` (B, C, M) of ``loss_fn`` error times its variable's weight
+    ``weights`` (C,) (0 if nothing is asked)."""
+    err = loss_fn(pred, target.to(pred.dtype), reduction="none").masked_fill(~mask, 0.0)
+    if not bool(mask.any()):
+        return pred.sum() * 0.0
+    return (err * weights[None, :, None]).sum() / mask.sum().to(err.dtype)

@@ -95,6 +95,10 @@ class QueryForecastingModule(ForecastingModule):
         self.log("train_loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=len(batch["values"]))
         return loss
 
+    def on_fit_start(self) -> None:
+        super().on_fit_start()
+        self._query_weights = None  # each fit counts its own training queries
+
     def _training_query_weights(self) -> torch.Tensor:
         loader = self.trainer.train_dataloader
         queries = getattr(getattr(loader, "dataset", None), "queries", None)

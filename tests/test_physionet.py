@@ -11,7 +11,7 @@ import torch
 
 from ts_continuum import load_dataset
 from ts_continuum.data import bundled
-from ts_continuum.data.observations import ObservationSets, collate
+from ts_continuum.data.observations import ObservationSets, collate, move_origins
 from ts_continuum.data.physionet import VARIABLES, PhysioNetDataModule, split_stays
 from ts_continuum.training.metrics import PerVariableError
 
@@ -141,6 +141,7 @@ def test_bad_frames_are_named(tmp_path, change, match):
     (dict(history_hours=48.0), "history_hours"), (dict(history_keep=0.0), "history_keep"),
     (dict(batch_size=0), "batch_size"), (dict(max_stays=2), "max_stays"),
     (dict(history_dropout=1.0), "history_dropout"), (dict(history_dropout=-0.1), "history_dropout"),
+    (dict(origin_jitter=24.0), "origin_jitter"), (dict(origin_jitter=-1.0), "origin_jitter"),
 ])
 def test_bad_arguments_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -205,6 +206,73 @@ def test_history_dropout_applies_to_training_batches_only(tmp_path):
     torch.manual_seed(1)
     b = next(iter(thin.train_dataloader()))
     assert torch.equal(a["index"], b["index"]) and b["lengths"].sum() < a["lengths"].sum()
+
+
+def _stay_sets(rng, n=400, stays=20):
+    """History before the origin (times < 0) and queries up to 24 after it, random stays."""
+    series, variable = rng.integers(0, stays, n), rng.integers(0, 3, n)
+    time = rng.permutation(n) / n * 48.0 - 24.0
+    value = rng.normal(size=n)
+    sets = [ObservationSets.build(np.arange(stays) + 100, series[m], variable[m], time[m], value[m], 3)
+            for m in (time < 0, time >= 0)]
+    return sets, (series, variable, time, value)
+
+
+def test_move_origins_splits_each_stay_again_at_its_earlier_origin():
+    (history, queries), (series, variable, time, value) = _stay_sets(np.random.default_rng(0))
+    rows, shifts = np.array([5, 2, 9]), np.array([-3.5, 0.0, -12.0])
+    moved_h, moved_q = move_origins(history, queries, rows, shifts, horizon=24.0)
+    assert moved_h.ids.tolist() == [105, 102, 109] == moved_q.ids.tolist()
+    for b, (stay, shift) in enumerate(zip(rows, shifts)):
+        mine = series == stay
+        for sets, in_window in ((moved_h, time < shift), (moved_q, (time >= shift) & (time <= shift + 24.0))):
+            got = sets.frame()[sets.series == b]
+            want = np.array(sorted(zip(variable[mine & in_window], time[mine & in_window] - shift)))
+            assert np.allclose(np.array(sorted(zip(got["variable"], got["time"]))).reshape(want.shape), want)
+            assert np.allclose(np.sort(got["value"]), np.sort(value[mine & in_window].astype(np.float32)))
+    assert (moved_h.time < 0).all() and ((moved_q.time >= 0) & (moved_q.time <= 24.0)).all()
+    # the protocol's own origin changes nothing
+    same_h, same_q = move_origins(history, queries, rows, np.zeros(3), horizon=24.0)
+    for a, b in ((same_h, history.take(rows)), (same_q, queries.take(rows))):
+        assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("time", "value", "offsets"))
+    with pytest.raises(ValueError, match="shifts"):
+        move_origins(history, queries, rows, np.array([1.0, 0.0, 0.0]), horizon=24.0)
+
+
+def test_origin_jitter_moves_training_origins_anew_and_keeps_the_batch_rows():
+    (history, queries), _ = _stay_sets(np.random.default_rng(1))
+    rows = [4, 0, 17, 8]
+    torch.manual_seed(0)
+    moved = collate(history, queries, rows, origin_jitter=10.0, horizon=24.0)
+    again = collate(history, queries, rows, origin_jitter=10.0, horizon=24.0)
+    assert moved["index"].tolist() == rows
+    assert not torch.equal(moved["query_times"], again["query_times"])  # drawn anew every batch
+    q = moved["query_times"][torch.arange(moved["query_times"].shape[-1]) < moved["query_lengths"][..., None]]
+    assert (q >= 0).all() and (q <= 24.0).all()
+    full = collate(history, queries, rows)
+    assert moved["lengths"].sum() < full["lengths"].sum()  # an earlier origin leaves less history
+    torch.manual_seed(0)
+    assert torch.equal(collate(history, queries, rows, origin_jitter=10.0, horizon=24.0)["query_values"],
+                       moved["query_values"])  # seeded
+    with pytest.raises(ValueError, match="horizon"):
+        collate(history, queries, rows, origin_jitter=10.0)
+
+
+def test_origin_jitter_applies_to_training_batches_only(tmp_path):
+    path = tmp_path / "tiny.csv"
+    tiny_frame().to_csv(path, index=False)
+    plain = PhysioNetDataModule(data=str(path), batch_size=6, eval_batch_size=6)
+    moved = PhysioNetDataModule(data=str(path), batch_size=6, eval_batch_size=6, origin_jitter=20.0)
+    plain.setup("fit")
+    moved.setup("fit")
+    for loader in ("val_dataloader", "test_dataloader"):
+        a, b = next(iter(getattr(plain, loader)())), next(iter(getattr(moved, loader)()))
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    torch.manual_seed(3)
+    a = next(iter(plain.train_dataloader()))
+    torch.manual_seed(3)
+    b = next(iter(moved.train_dataloader()))
+    assert torch.equal(a["index"], b["index"]) and not torch.equal(a["query_times"], b["query_times"])
 
 
 def test_per_variable_metric_averages_over_variables_that_have_targets():

@@ -34,7 +34,8 @@ MODELS = tuple(TRAINED) + tuple(BASELINES)
 # settings a cell may give besides its key (others are refused by the runner)
 SETTINGS = {"max_epochs": 10, "patience": 4, "lr": 1e-3, "batch_size": 32, "eval_batch_size": 128,
             "model_args": {}, "split_seed": 0, "limit_train_batches": 1.0, "max_stays": None, "weighting": "query",
-            "ema_decay": None, "ema_start_epoch": 0, "history_dropout": 0.0}
+            "ema_decay": None, "ema_start_epoch": 0, "history_dropout": 0.0,
+            "origin_jitter": 0.0}
 _DATA: dict[tuple, PhysioNetDataModule] = {}
 
 
@@ -45,12 +46,13 @@ def cell_id(cell: dict) -> str:
 def data_module(cell: dict) -> PhysioNetDataModule:
     """Set up once per process for each data setting (reading and averaging the file takes a while)."""
     key = (cell["history_keep"], cell["split_seed"], cell["batch_size"], cell["eval_batch_size"], cell["max_stays"],
-           cell["history_dropout"])
+           cell["history_dropout"], cell["origin_jitter"])
     if key not in _DATA:
         dm = PhysioNetDataModule(split_seed=cell["split_seed"], batch_size=cell["batch_size"],
                                  eval_batch_size=cell["eval_batch_size"], history_keep=cell["history_keep"],
                                  keep_seed=0, max_stays=cell["max_stays"],
-                                 history_dropout=float(cell["history_dropout"]))
+                                 history_dropout=float(cell["history_dropout"]),
+                                 origin_jitter=float(cell["origin_jitter"]))
         dm.setup("fit")
         _DATA[key] = dm
     return _DATA[key]

@@ -128,20 +128,47 @@ def drop_observations(sets: ObservationSets, rows: np.ndarray, fraction: float,
     return part.select(keep)
 
 
+def move_origins(history: ObservationSets, queries: ObservationSets, rows: np.ndarray, shifts: np.ndarray,
+                 horizon: float) -> tuple[ObservationSets, ObservationSets]:
+    """The series ``rows`` (in that order) split again at their forecast origins moved by ``shifts``
+    (one per series, <= 0: earlier): history is every observation before the new origin, queries every
+    one from it to ``horizon`` after it, times relative to the new origin. A training augmentation:
+    observations the fixed origin only ever shows as history become targets too."""
+    shifts = np.asarray(shifts, dtype=np.float64)
+    if shifts.shape != (len(rows),) or np.any(shifts > 0) or not np.all(np.isfinite(shifts)):
+        raise ValueError(f"shifts must hold one finite value <= 0 per series ({len(rows)}), got {shifts!r}")
+    h, q = history.take(rows), queries.take(rows)
+    series = np.concatenate([h.series, q.series])
+    time = np.concatenate([h.time, q.time]) - shifts[series]
+    variable, value = np.concatenate([h.variable, q.variable]), np.concatenate([h.value, q.value])
+    split = []
+    for keep in (time < 0, (time >= 0) & (time <= horizon)):
+        split.append(ObservationSets.build(h.ids, series[keep], variable[keep], time[keep], value[keep],
+                                           history.n_variables))
+    return split[0], split[1]
+
+
 def collate(history: ObservationSets, queries: ObservationSets, rows: list[int] | np.ndarray,
-            history_dropout: float = 0.0) -> dict:
+            history_dropout: float = 0.0, origin_jitter: float = 0.0, horizon: float | None = None) -> dict:
     """A batch of the series ``rows``: history, queries and their targets (see the module docstring).
-    ``history_dropout`` > 0 thins the histories at random (:func:`drop_observations`; training only),
-    drawing from torch's generator so that seeded runs repeat."""
-    rows = np.asarray(rows, dtype=np.int64)
+    Training augmentations, drawn from torch's generator so that seeded runs repeat:
+    ``origin_jitter`` > 0 moves each series' forecast origin earlier by a uniform draw from
+    [0, origin_jitter) and forecasts ``horizon`` from there (:func:`move_origins`); ``history_dropout``
+    > 0 then thins the histories at random (:func:`drop_observations`)."""
+    index = rows = np.asarray(rows, dtype=np.int64)
+    rng = np.random.default_rng(int(torch.randint(2**62, ()))) if history_dropout > 0 or origin_jitter > 0 else None
+    if origin_jitter > 0:
+        if horizon is None:
+            raise ValueError("origin_jitter needs the forecast horizon (how far after the origin queries reach)")
+        history, queries = move_origins(history, queries, rows, -origin_jitter * rng.random(len(rows)), horizon)
+        rows = np.arange(len(rows))
     if history_dropout > 0:
-        rng = np.random.default_rng(int(torch.randint(2**62, ())))
         values, times, lengths = pad(drop_observations(history, rows, history_dropout, rng), np.arange(len(rows)))
     else:
         values, times, lengths = pad(history, rows)
     q_values, q_times, q_lengths = pad(queries, rows)
     return {"values": values, "times": times, "lengths": lengths, "query_times": q_times,
-            "query_lengths": q_lengths, "query_values": q_values, "index": torch.from_numpy(rows)}
+            "query_lengths": q_lengths, "query_values": q_values, "index": torch.from_numpy(index)}
 
 
 class ObservationDataset(torch.utils.data.Dataset):
@@ -158,5 +185,6 @@ class ObservationDataset(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> int:
         return i
 
-    def collate(self, rows: list[int], history_dropout: float = 0.0) -> dict:
-        return collate(self.history, self.queries, rows, history_dropout)
+    def collate(self, rows: list[int], history_dropout: float = 0.0, origin_jitter: float = 0.0,
+                horizon: float | None = None) -> dict:
+        return collate(self.history, self.queries, rows, history_dropout, origin_jitter, horizon)

@@ -87,6 +87,10 @@ class PhysioNetDataModule(L.LightningDataModule):
             experiment draws the rest away with ``keep_seed``, in every split).
         history_dropout: training batches drop this fraction of their stays' history observations at
             random, drawn anew every batch (an augmentation; validation and test see every observation).
+        origin_jitter: training batches move each stay's forecast origin earlier by up to this many
+            hours (uniform, drawn anew every batch) and forecast the same span after it, so that
+            history observations are targets too (an augmentation; validation and test keep the
+            protocol's origin). Must be below ``history_hours``.
         max_stays: use a random subset of this many stays (before splitting): quick runs and tests.
         num_workers: DataLoader workers.
         data: the long frame's path (``load_dataset("physionet2012")``'s format); default: bundled.
@@ -101,6 +105,7 @@ class PhysioNetDataModule(L.LightningDataModule):
         history_keep: float = 1.0,
         keep_seed: int = 0,
         history_dropout: float = 0.0,
+        origin_jitter: float = 0.0,
         max_stays: int | None = None,
         num_workers: int = 0,
         data: str | None = None,
@@ -112,6 +117,9 @@ class PhysioNetDataModule(L.LightningDataModule):
             raise ValueError(f"history_keep must be a fraction in (0, 1], got {history_keep!r}")
         if not 0 <= history_dropout < 1:
             raise ValueError(f"history_dropout must be a fraction in [0, 1) (0: off), got {history_dropout!r}")
+        if not 0 <= origin_jitter < history_hours:
+            raise ValueError(f"origin_jitter must be hours in [0, history_hours={history_hours:g}) (0: off; the "
+                             f"moved origin must leave some history), got {origin_jitter!r}")
         for name, value in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -187,7 +195,9 @@ class PhysioNetDataModule(L.LightningDataModule):
         data = self.datasets[split]
         train = split == "train"
         size = self.hparams.batch_size if train else self.hparams.eval_batch_size
-        collate = partial(data.collate, history_dropout=self.hparams.history_dropout if train else 0.0)
+        collate = partial(data.collate, history_dropout=self.hparams.history_dropout if train else 0.0,
+                          origin_jitter=self.hparams.origin_jitter if train else 0.0,
+                          horizon=STAY_HOURS - self.hparams.history_hours)
         return DataLoader(data, batch_size=size, shuffle=shuffle, collate_fn=collate,
                           num_workers=self.hparams.num_workers, persistent_workers=self.hparams.num_workers > 0)
 

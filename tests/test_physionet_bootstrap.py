@@ -49,6 +49,11 @@ def test_paired_differences_see_a_uniform_change_that_single_intervals_hide(tmp_
     bootstrap.main([str(a), str(b), "--resamples", "200"])
     out = capsys.readouterr().out
     assert "| other/c |" in out and "| 0% |" in out and "of the metric" in out
+    image = tmp_path / "intervals.png"
+    bootstrap.main([str(a), str(b), str(same), "--resamples", "100", "--plot", str(image), "--target", "0.004"])
+    assert image.stat().st_size > 5000 and f"wrote {image}" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="exists"):  # a saved figure is never overwritten
+        bootstrap.main([str(a), str(b), "--plot", str(image)])
 
 
 def test_runs_on_other_stays_and_missing_files_are_refused(tmp_path):

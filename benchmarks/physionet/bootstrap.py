@@ -8,6 +8,7 @@ and, for runs scored on the same stays, the interval of their difference (paired
 all runs), which says whether a probe's change is larger than what the test stays alone make.
 
     python -m benchmarks.physionet.bootstrap BASE/errors.npz OTHER/errors.npz ... [--resamples 2000]
+        [--plot intervals.png --target 5.5e-3]
 """
 
 from __future__ import annotations
@@ -71,13 +72,47 @@ def label(path: Path) -> str:
     return str(path)
 
 
+def plot(labels: list[str], full: np.ndarray, resampled: np.ndarray, path: Path, target: float | None) -> None:
+    """Each run's test MSE with its interval (left) and its paired difference from the base (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    y = np.arange(len(labels))[::-1]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.45 * len(labels) + 1.6), sharey=True)
+    lo, hi = np.percentile(resampled, [2.5, 97.5], axis=1) * 1e3
+    left.errorbar(full * 1e3, y, xerr=[full * 1e3 - lo, hi - full * 1e3], fmt="o", capsize=3)
+    if target is not None:
+        left.axvline(target * 1e3, color="tab:red", ls="--", label=f"target {target * 1e3:g}e-3")
+        left.legend(loc="lower right", fontsize=8)
+    left.set_xlabel("test MSE ×1e-3, 95 % interval over test stays")
+    diff = (resampled - resampled[0]) * 1e3
+    dlo, dhi = np.percentile(diff, [2.5, 97.5], axis=1)
+    delta = (full - full[0]) * 1e3
+    right.errorbar(delta[1:], y[1:], xerr=[delta[1:] - dlo[1:], dhi[1:] - delta[1:]], fmt="o", capsize=3,
+                   color="tab:green")
+    right.axvline(0.0, color="grey", lw=1)
+    if target is not None:
+        right.axvline((target - full[0]) * 1e3, color="tab:red", ls="--")
+    right.set_xlabel("minus the base ×1e-3, paired 95 % interval")
+    left.set_yticks(y, [f"{labels[0]} (base)", *labels[1:]], fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("errors", nargs="+", type=Path, help="cells' errors.npz; the first is the base")
     parser.add_argument("--resamples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--variables", type=int, default=5, help="show the base run's largest contributors")
+    parser.add_argument("--plot", type=Path, default=None, help="draw the intervals to this image file")
+    parser.add_argument("--target", type=float, default=None, help="a test MSE to mark on the plot")
     args = parser.parse_args(argv)
+    if args.plot is not None and args.plot.exists():
+        raise SystemExit(f"{args.plot} exists; remove it or choose another name (nothing is overwritten)")
     for path in args.errors:
         if not path.is_file():
             raise SystemExit(f"{path}: no such file (a cell leaves errors.npz in its run folder)")
@@ -97,6 +132,9 @@ def main(argv: list[str] | None = None) -> None:
             dlo, dhi = np.percentile(diff, [2.5, 97.5]) * 1e3
             row += f" {(full[i] - full[0]) * 1e3:+.3f} | [{dlo:+.3f}, {dhi:+.3f}] | {np.mean(diff < 0):.0%} |"
         print(row)
+    if args.plot is not None:
+        plot([label(p) for p in args.errors], full, resampled, args.plot, args.target)
+        print(f"wrote {args.plot}")
     print(f"\nlargest shares of the base run's metric ({args.errors[0]}):")
     for name, queries, share in contributions(runs[0], args.variables):
         print(f"  {name}: {share:.1%} of the metric, {queries} test queries")

@@ -191,23 +191,6 @@ def test_history_dropout_thins_training_batches_anew_and_leaves_the_rest_whole()
     assert torch.equal(collate(sets, sets, rows, history_dropout=0.5)["values"], thinned["values"])  # seeded
 
 
-def test_history_dropout_applies_to_training_batches_only(tmp_path):
-    path = tmp_path / "tiny.csv"
-    tiny_frame().to_csv(path, index=False)
-    plain = PhysioNetDataModule(data=str(path), batch_size=6, eval_batch_size=6)
-    thin = PhysioNetDataModule(data=str(path), batch_size=6, eval_batch_size=6, history_dropout=0.6)
-    plain.setup("fit")
-    thin.setup("fit")
-    for loader in ("val_dataloader", "test_dataloader"):
-        a, b = next(iter(getattr(plain, loader)())), next(iter(getattr(thin, loader)()))
-        assert torch.equal(a["values"], b["values"]) and torch.equal(a["lengths"], b["lengths"])
-    torch.manual_seed(1)
-    a = next(iter(plain.train_dataloader()))
-    torch.manual_seed(1)
-    b = next(iter(thin.train_dataloader()))
-    assert torch.equal(a["index"], b["index"]) and b["lengths"].sum() < a["lengths"].sum()
-
-
 def _stay_sets(rng, n=400, stays=20):
     """History before the origin (times < 0) and queries up to 24 after it, random stays."""
     series, variable = rng.integers(0, stays, n), rng.integers(0, 3, n)
@@ -258,21 +241,25 @@ def test_origin_jitter_moves_training_origins_anew_and_keeps_the_batch_rows():
         collate(history, queries, rows, origin_jitter=10.0)
 
 
-def test_origin_jitter_applies_to_training_batches_only(tmp_path):
+@pytest.mark.parametrize("augmentation,changed", [
+    (dict(history_dropout=0.6), lambda plain, aug: aug["lengths"].sum() < plain["lengths"].sum()),
+    (dict(origin_jitter=20.0), lambda plain, aug: not torch.equal(plain["query_times"], aug["query_times"])),
+])
+def test_augmentations_apply_to_training_batches_only(tmp_path, augmentation, changed):
     path = tmp_path / "tiny.csv"
     tiny_frame().to_csv(path, index=False)
     plain = PhysioNetDataModule(data=str(path), batch_size=6, eval_batch_size=6)
-    moved = PhysioNetDataModule(data=str(path), batch_size=6, eval_batch_size=6, origin_jitter=20.0)
+    augmented = PhysioNetDataModule(data=str(path), batch_size=6, eval_batch_size=6, **augmentation)
     plain.setup("fit")
-    moved.setup("fit")
+    augmented.setup("fit")
     for loader in ("val_dataloader", "test_dataloader"):
-        a, b = next(iter(getattr(plain, loader)())), next(iter(getattr(moved, loader)()))
+        a, b = next(iter(getattr(plain, loader)())), next(iter(getattr(augmented, loader)()))
         assert all(torch.equal(a[k], b[k]) for k in a)
     torch.manual_seed(3)
     a = next(iter(plain.train_dataloader()))
     torch.manual_seed(3)
-    b = next(iter(moved.train_dataloader()))
-    assert torch.equal(a["index"], b["index"]) and not torch.equal(a["query_times"], b["query_times"])
+    b = next(iter(augmented.train_dataloader()))
+    assert torch.equal(a["index"], b["index"]) and changed(a, b)
 
 
 def test_per_variable_metric_averages_over_variables_that_have_targets():

@@ -141,11 +141,9 @@ def move_origins(history: ObservationSets, queries: ObservationSets, rows: np.nd
     series = np.concatenate([h.series, q.series])
     time = np.concatenate([h.time, q.time]) - shifts[series]
     variable, value = np.concatenate([h.variable, q.variable]), np.concatenate([h.value, q.value])
-    split = []
-    for keep in (time < 0, (time >= 0) & (time <= horizon)):
-        split.append(ObservationSets.build(h.ids, series[keep], variable[keep], time[keep], value[keep],
-                                           history.n_variables))
-    return split[0], split[1]
+    before, after = time < 0, (time >= 0) & (time <= horizon)
+    return tuple(ObservationSets.build(h.ids, series[keep], variable[keep], time[keep], value[keep],
+                                       history.n_variables) for keep in (before, after))
 
 
 def collate(history: ObservationSets, queries: ObservationSets, rows: list[int] | np.ndarray,

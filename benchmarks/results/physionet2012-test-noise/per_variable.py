@@ -5,25 +5,17 @@ model is no better than the last observation.
     PYTHONPATH=. python benchmarks/results/physionet2012-test-noise/per_variable.py > benchmarks/results/physionet2012-test-noise/per_variable.txt
 """
 
-import json
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 import torch
+from best_model import load_best
 
-from benchmarks.physionet.cell import SETTINGS, build_model, data_module, evaluate
+from benchmarks.physionet.cell import evaluate
 from ts_continuum.data.physionet import VARIABLES
 from ts_continuum.models import HistoryMean, LastObservation
 from ts_continuum.training.query_module import QueryForecastingModule
 
 torch.set_num_threads(2)
-FOLDER = Path("benchmarks/results/physionet2012-weighting/wide")
-row = pd.read_csv(FOLDER / "results.csv").set_index("cell_id").loc["async_softmax_rope_1.0_none_0"]
-cell = {**SETTINGS, **json.loads(row["config"])}
-dm = data_module(cell)
-model = QueryForecastingModule(build_model(cell, dm))
-model.load_state_dict(torch.load(FOLDER / "best" / "model.ckpt", map_location="cpu", weights_only=True)["state_dict"])
+model, dm, _ = load_best()
 fallback = dm.train_means()
 forecasters = {"model": model, "last": QueryForecastingModule(LastObservation(dm.n_variables, fallback)),
                "mean": QueryForecastingModule(HistoryMean(dm.n_variables, fallback))}

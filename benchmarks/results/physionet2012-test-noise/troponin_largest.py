@@ -5,24 +5,15 @@ stay's TroponinT observations (troponin_largest.txt).
     PYTHONPATH=. python benchmarks/results/physionet2012-test-noise/troponin_largest.py > benchmarks/results/physionet2012-test-noise/troponin_largest.txt
 """
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import torch
+from best_model import load_best
 
-from benchmarks.physionet.cell import SETTINGS, build_model, data_module
 from ts_continuum.data.physionet import VARIABLES
-from ts_continuum.training.query_module import QueryForecastingModule
 
 torch.set_num_threads(2)
-FOLDER = Path("benchmarks/results/physionet2012-weighting/wide")
-row = pd.read_csv(FOLDER / "results.csv").set_index("cell_id").loc["async_softmax_rope_1.0_none_0"]
-cell = {**SETTINGS, **json.loads(row["config"])}
-dm = data_module(cell)
-module = QueryForecastingModule(build_model(cell, dm)).eval()
-module.load_state_dict(torch.load(FOLDER / "best" / "model.ckpt", map_location="cpu", weights_only=True)["state_dict"])
+module, dm, _ = load_best()
 tni, tnt = VARIABLES.index("TroponinI"), VARIABLES.index("TroponinT")
 test = dm.datasets["test"]
 stays = np.flatnonzero(test.queries.counts()[:, tni] > 0)

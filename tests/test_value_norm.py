@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
+import pandas as pd
 import pytest
 import torch
+from query_data import TINY_ASYNC, long_records
 
+from ts_continuum import Forecaster
 from ts_continuum.data.observations import ObservationSets, collate
 from ts_continuum.models import AsyncTransformer
 from ts_continuum.models.value_norm import VariableNorm
@@ -121,3 +126,21 @@ def test_every_parameter_gets_a_gradient_and_the_statistics_none():
     ((out - batch["query_values"])[valid] ** 2).mean().backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
     assert not any(b.requires_grad for b in model.value_norm.buffers())
+
+
+def test_forecaster_trains_saves_and_loads_it(tmp_path):
+    records = long_records()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = Forecaster(**TINY_ASYNC, value_norm=True).fit(records, val_size=2)
+    norm = fitted.state_.model.value_norm
+    fitted.save(tmp_path / "m")
+    loaded = Forecaster.load(tmp_path / "m")
+    last = records.groupby("unique_id")["ds"].max()
+    series = ["s0", "s1", "s2"]
+    at = pd.DataFrame({"unique_id": series, "ds": [last[s] + pd.Timedelta("2h") for s in series],
+                       "variable": ["hr", "lab", "temp"]})
+    pred = fitted.predict(at=at)
+    assert pred["value"].notna().all()
+    pd.testing.assert_frame_equal(loaded.predict(at=at), pred)
+    assert (norm.count > 0).all() and torch.equal(loaded.state_.model.value_norm.mean, norm.mean)

@@ -38,7 +38,6 @@ from .feed_forward import FeedForward
 from .layers import Attention, BackendName, Dropout, MultiHeadAttention, PosEncoding, QueryAttention, Sink
 from .query_base import QueryModel
 from .ragged import Ragged
-from .value_norm import VariableNorm
 
 
 class VariableMixer(nn.Module):
@@ -119,9 +118,6 @@ class AsyncTransformer(QueryModel):
             series (every variable; softmax with the positions above): the variables inform each
             other observation by observation, not only through their summaries. Costs attention
             over a whole series' history (about 240 tokens a PhysioNet stay) in every layer.
-        value_norm: standardize each variable's inputs by its mean and standard deviation over the
-            training history values, and scale its forecasts back (``models/value_norm.py``): for
-            data whose variables sit at very different spreads in a common range.
     """
 
     def __init__(
@@ -139,7 +135,6 @@ class AsyncTransformer(QueryModel):
         horizon: float = 24.0,
         attention_backend: BackendName = "auto",
         series_attention: bool = False,
-        value_norm: bool = False,
     ):
         super().__init__(locals())
         if pos_encoding == "learned":
@@ -156,9 +151,6 @@ class AsyncTransformer(QueryModel):
         attn = dict(attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend)
         if not isinstance(series_attention, bool):
             raise ValueError(f"series_attention must be True or False, got {series_attention!r}")
-        if not isinstance(value_norm, bool):
-            raise ValueError(f"value_norm must be True or False, got {value_norm!r}")
-        self.value_norm = VariableNorm(n_variables) if value_norm else None
         self.layers = nn.ModuleList(AsyncLayer(d_model, n_heads, d_ff, dropout, series_attention, **attn)
                                     for _ in range(n_layers))
         self.final_mixer = VariableMixer(d_model, n_heads, dropout)
@@ -206,11 +198,7 @@ class AsyncTransformer(QueryModel):
                 series = Ragged(series_len[in_series])
             observed = torch.arange(N, device=values.device) < lengths[..., None]
             h_times = times[observed].to(torch.float64) * steps
-            token_variable = variable_of_row[ragged.row]
-            x = values[observed].to(dtype)
-            if self.value_norm is not None:
-                x = self.value_norm.inputs(x, token_variable)
-            h = self.value(x[:, None]) + self.variable(token_variable)
+            h = self.value(values[observed].to(dtype)[:, None]) + self.variable(variable_of_row)[ragged.row]
             for layer in self.layers:
                 h = layer(h, h_times, ragged, summary_of, series)
             summary = summary_of(ragged.mean(h))
@@ -233,11 +221,8 @@ class AsyncTransformer(QueryModel):
                                          series_q[in_series], hn, h_times, series)
             q = q + read
         q = q + self.ff(q)
-        forecast = self.head(q).squeeze(-1)
-        if self.value_norm is not None:
-            forecast = self.value_norm.outputs(forecast, q_row % C)
         out = torch.zeros(B, C, M, dtype=q.dtype, device=values.device)
-        return out.masked_scatter(asked, forecast)
+        return out.masked_scatter(asked, self.head(q).squeeze(-1))
 
     @staticmethod
     def _read(attn: QueryAttention, qn, q_times, q_offsets, q_counts, hn, h_times, ragged: Ragged) -> torch.Tensor:

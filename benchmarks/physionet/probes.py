@@ -1,0 +1,101 @@
+"""Every probe for issue 43's target in one table: what each changed from the best recipe, and its
+validation and test MSE on split 0.
+
+Reads the ``results.csv`` of every ``benchmarks/results/physionet2012-*`` folder (the study itself and
+the runs on other splits left out), keeps the trained models on split 0, and names each run by the
+settings where its cell differs from the best recipe's (``physionet2012-weighting/wide``, seed 0).
+Also says how well validation MSE ranks the runs' test MSE, which is what choosing by validation
+relies on.
+
+    python -m benchmarks.physionet.probes [--out benchmarks/results/physionet2012-probes.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.physionet.cell import SETTINGS
+from ts_continuum.models import AsyncTransformer
+
+RESULTS = Path("benchmarks/results")
+BEST = Path("physionet2012-weighting") / "wide" / "results.csv"  # under RESULTS
+IGNORED = {"seed", "eval_batch_size", "switch", "name", "block"}  # not part of what a probe changes
+MODEL_DEFAULTS = {name: p.default for name, p in inspect.signature(AsyncTransformer).parameters.items()
+                  if p.default is not inspect.Parameter.empty}
+
+
+def settings(config: str) -> dict:
+    """A cell's full settings: the runner's and the model's defaults under what the cell gave."""
+    cell = {**SETTINGS, **json.loads(config)}
+    cell["model_args"] = json.dumps({**MODEL_DEFAULTS, **cell["model_args"]}, sort_keys=True, default=str)
+    return cell
+
+
+def difference(cell: dict, best: dict) -> str:
+    changed = []
+    for key in sorted(set(cell) | set(best)):
+        if key in IGNORED or cell.get(key) == best.get(key):
+            continue
+        if key == "model_args":
+            mine, theirs = json.loads(cell[key]), json.loads(best[key])
+            changed += [f"{k}={mine.get(k)}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
+        else:
+            changed.append(f"{key}={cell.get(key)}")
+    return ", ".join(changed) or "(the best recipe)"
+
+
+def collect(results: Path = RESULTS) -> pd.DataFrame:
+    """One row per trained run on split 0, lowest best validation MSE first (MSEs in 1e-3)."""
+    best = settings(pd.read_csv(results / BEST).query("seed == 0").iloc[0]["config"])
+    rows = []
+    for path in sorted(results.glob("physionet2012-*/**/results.csv")):
+        folder = path.parent.relative_to(results).as_posix()
+        if folder.startswith("physionet2012-other-splits"):
+            continue
+        for _, row in pd.read_csv(path).iterrows():
+            cell = settings(row["config"])
+            if row["status"] != "ok" or row["model"] != "async" or cell["split_seed"] != 0:
+                continue
+            rows.append({"folder": folder, "change": difference(cell, best), "seed": int(row["seed"]),
+                         "best_val_mse": row["best_val_mse"] * 1e3, "test_mse": row["test_mse"] * 1e3})
+    return pd.DataFrame(rows).sort_values("best_val_mse").reset_index(drop=True)
+
+
+def render(runs: pd.DataFrame) -> str:
+    rank = runs["best_val_mse"].corr(runs["test_mse"], method="spearman")
+    best_val = runs.iloc[0]
+    lines = [
+        "# PhysioNet 2012, split 0: every probe of the best recipe, ordered by validation MSE",
+        "",
+        f"{len(runs)} trained runs in {runs['folder'].nunique()} folders. Lowest validation MSE: "
+        f"{best_val['folder']} seed {best_val['seed']} ({best_val['change']}), validation "
+        f"{best_val['best_val_mse']:.3f}e-3, test {best_val['test_mse']:.3f}e-3. Lowest test MSE: "
+        f"{runs['test_mse'].min():.3f}e-3; runs at or below the 5.5e-3 target: {(runs['test_mse'] <= 5.5).sum()}. "
+        f"Spearman rank correlation of validation and test MSE over these runs: {rank:.2f}.",
+        "",
+        "| folder | change from the best recipe | seed | best val MSE ×10⁻³ | test MSE ×10⁻³ |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {r.folder} | {r.change} | {r.seed} | {r.best_val_mse:.3f} | {r.test_mse:.3f} |"
+              for r in runs.itertuples()]
+    lines += ["", "Made by `python -m benchmarks.physionet.probes` from the folders' `results.csv`."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="write the table here (markdown) instead of printing it")
+    args = parser.parse_args()
+    text = render(collect())
+    if args.out:
+        args.out.write_text(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()

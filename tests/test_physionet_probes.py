@@ -41,3 +41,11 @@ def test_runs_are_named_by_their_changes_and_ordered_by_validation(tmp_path):
     assert "4 trained runs in 2 folders" in text
     assert "runs at or below the 5.5e-3 target: 1" in text
     assert "| physionet2012-deeper | d_ff=128, d_model=64 | 0 | 4.900 | 5.400 |" in text
+
+
+def test_the_plot_is_written(tmp_path):
+    write(tmp_path / "physionet2012-weighting" / "wide", [(RECIPE, "ok", 4.7e-3, 5.6e-3)])
+    write(tmp_path / "physionet2012-deeper", [({**RECIPE, "lr": 0.002}, "ok", 4.6e-3, 5.8e-3)])
+    path = tmp_path / "probes.png"
+    probes.plot(probes.collect(tmp_path), path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

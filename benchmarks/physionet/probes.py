@@ -8,6 +8,7 @@ Also says how well validation MSE ranks the runs' test MSE, which is what choosi
 relies on.
 
     python -m benchmarks.physionet.probes [--out benchmarks/results/physionet2012-probes.md]
+        [--plot benchmarks/results/physionet2012-probes.png]
 """
 
 from __future__ import annotations
@@ -83,15 +84,44 @@ def render(runs: pd.DataFrame) -> str:
     ]
     lines += [f"| {r.folder} | {r.change} | {r.seed} | {r.best_val_mse:.3f} | {r.test_mse:.3f} |"
               for r in runs.itertuples()]
-    lines += ["", "Made by `python -m benchmarks.physionet.probes` from the folders' `results.csv`."]
+    lines += ["", "![test against validation MSE](physionet2012-probes.png)", "",
+              "Made by `python -m benchmarks.physionet.probes --out benchmarks/results/physionet2012-probes.md "
+              "--plot benchmarks/results/physionet2012-probes.png` from the folders' `results.csv`."]
     return "\n".join(lines) + "\n"
+
+
+def plot(runs: pd.DataFrame, path: Path, target: float = 5.5) -> None:
+    """Test against validation MSE, one point per run, the best recipe's runs marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    recipe = runs["change"] == "(the best recipe)"
+    fig, ax = plt.subplots(figsize=(6.5, 4.8))
+    ax.scatter(runs.loc[~recipe, "best_val_mse"], runs.loc[~recipe, "test_mse"], label="probes")
+    ax.scatter(runs.loc[recipe, "best_val_mse"], runs.loc[recipe, "test_mse"], marker="*", s=150,
+               color="tab:orange", label="best recipe (seeds 0-2)")
+    ax.axhline(target, color="tab:red", ls="--", label=f"target {target:g}e-3")
+    ax.set_xlabel("best validation MSE ×1e-3")
+    ax.set_ylabel("test MSE ×1e-3")
+    ax.set_title(f"PhysioNet 2012 split 0: {len(runs)} runs of the best recipe and its probes", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="write the table here (markdown) instead of printing it")
+    parser.add_argument("--plot", type=Path, help="also draw test against validation MSE into this image")
     args = parser.parse_args()
-    text = render(collect())
+    runs = collect()
+    text = render(runs)
+    if args.plot:
+        plot(runs, args.plot)
     if args.out:
         args.out.write_text(text)
     print(text, end="")

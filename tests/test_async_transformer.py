@@ -37,6 +37,10 @@ def call(model, batch):
     return model(batch["values"], batch["times"], batch["lengths"], batch["query_times"], batch["query_lengths"])
 
 
+# the optional ways variables inform each other, beside the whole-history summaries
+OPTIONS = [{}, {"series_attention": True}, {"window_mixing": 4.0}]
+
+
 def make(attention="continuous", **kw):
     torch.manual_seed(0)
     return AsyncTransformer(4, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, attention=attention,
@@ -45,11 +49,11 @@ def make(attention="continuous", **kw):
 
 @pytest.mark.parametrize("attention", ["continuous", "softmax"])
 @pytest.mark.parametrize("pos_encoding", ["rope", "none"])
-@pytest.mark.parametrize("series_attention", [False, True])
-def test_each_series_is_forecast_as_if_it_were_alone(attention, pos_encoding, series_attention):
+@pytest.mark.parametrize("options", OPTIONS)
+def test_each_series_is_forecast_as_if_it_were_alone(attention, pos_encoding, options):
     """Rows are bucketed and packed across the batch: nothing may leak between series."""
     history, queries = random_sets()
-    model = make(attention, pos_encoding=pos_encoding, series_attention=series_attention)
+    model = make(attention, pos_encoding=pos_encoding, **options)
     with torch.no_grad():
         together = call(model, collate(history, queries, range(5)))
         for s in range(5):
@@ -59,10 +63,10 @@ def test_each_series_is_forecast_as_if_it_were_alone(attention, pos_encoding, se
             assert (together[s, :, M:] == 0).all()
 
 
-@pytest.mark.parametrize("series_attention", [False, True])
-def test_padding_changes_nothing_and_padded_queries_output_zero(series_attention):
+@pytest.mark.parametrize("options", OPTIONS)
+def test_padding_changes_nothing_and_padded_queries_output_zero(options):
     history, queries = random_sets(seed=1)
-    model = make(series_attention=series_attention)
+    model = make(**options)
     batch = collate(history, queries, range(5))
     wide = dict(batch)
     for key, pad in (("values", 3), ("times", 3), ("query_times", 4)):
@@ -103,11 +107,11 @@ def test_attention_switch_keeps_the_parameters_and_changes_the_forecast():
 
 
 @pytest.mark.parametrize("attention", ["continuous", "softmax"])
-@pytest.mark.parametrize("series_attention", [False, True])
-def test_every_parameter_gets_a_gradient(attention, series_attention):
+@pytest.mark.parametrize("options", OPTIONS)
+def test_every_parameter_gets_a_gradient(attention, options):
     history, queries = random_sets(seed=4)
     batch = collate(history, queries, range(5))
-    model = make(attention, series_attention=series_attention).train()
+    model = make(attention, **options).train()
     out = call(model, batch)
     valid = torch.arange(out.shape[-1]) < batch["query_lengths"][..., None]
     ((out - batch["query_values"])[valid] ** 2).mean().backward()
@@ -134,6 +138,60 @@ def test_series_attention_lets_a_variable_see_when_another_was_observed(series_a
 def test_series_attention_must_be_a_bool():
     with pytest.raises(ValueError, match="series_attention must be True or False"):
         AsyncTransformer(3, series_attention="yes")
+
+
+@pytest.mark.parametrize("width,sees_when", [(0.0, False), (4.0, True), (24.0, False)])
+def test_window_mixing_lets_a_variable_see_what_another_did_in_the_same_window(width, sees_when):
+    """Variable 1, seen once, moves from hour -6 (the window [-8, -4) with variable 0's token at -5)
+    to -0.5 (the window [-4, 0) with its token at -1): only windows narrower than the history tell
+    variable 0 when; one window of 24 hours is again a whole-history summary."""
+    model = make(window_mixing=width)
+    values = torch.tensor([[[0.2, 0.4, 0.3], [0.9, 0.0, 0.0], [0.5, 0.0, 0.0], [0.1, 0.0, 0.0]]])
+    times = torch.tensor([[[-9.0, -5.0, -1.0], [-6.0, 0.0, 0.0], [-23.0, 0.0, 0.0], [-22.0, 0.0, 0.0]]])
+    lengths = torch.tensor([[3, 1, 1, 1]])
+    q_times, q_len = torch.full((1, 4, 1), 2.0), torch.tensor([[1, 0, 0, 0]])
+    with torch.no_grad():
+        early = model(values, times, lengths, q_times, q_len)[0, 0, 0]
+        later = model(values, times.index_put((torch.tensor([0]), torch.tensor([1]), torch.tensor([0])),
+                                              torch.tensor(-0.5)), lengths, q_times, q_len)[0, 0, 0]
+    assert (early != later) == sees_when
+
+
+def test_time_windows_are_fixed_in_time_and_means_cover_only_their_cell():
+    from ts_continuum.models.window_mixing import TimeWindows
+
+    times = torch.tensor([-7.0, -5.0, -1.0, -3.0, -9.0, -0.5])
+    series_row = torch.tensor([0, 0, 0, 1, 4, 5])  # series 0: variables 0, 0, 0, 1; series 1 (C=4): 0, 1
+    windows = TimeWindows(times, series_row, n_variables=4, width=4.0)
+    # (series, window) pairs with tokens: (0, [-8,-4)), (0, [-4,0)), (1, [-12,-8)), (1, [-4,0))
+    assert windows.n_groups == 4
+    assert windows.observed.tolist() == [[True, False, False, False], [True, True, False, False],
+                                         [True, False, False, False], [False, True, False, False]]
+    h = torch.tensor([[1.0], [3.0], [10.0], [20.0], [30.0], [40.0]])
+    means = windows.mean(h)
+    assert means[0, 0].item() == 2.0 and means[1, 0].item() == 10.0 and means[1, 1].item() == 20.0
+    assert means[0, 1].item() == 0.0
+    assert windows.broadcast(means)[:, 0].tolist() == [2.0, 2.0, 10.0, 20.0, 30.0, 40.0]
+
+
+def test_variable_mixer_attends_only_to_observed_variables():
+    from ts_continuum.models.async_transformer import VariableMixer
+
+    torch.manual_seed(0)
+    mixer = VariableMixer(8, 2, dropout=0.0)
+    summary = torch.randn(1, 4, 8)
+    observed = torch.tensor([[True, False, True, False]])
+    with torch.no_grad():
+        masked = mixer(summary, observed)
+        subset = mixer(summary[:, [0, 2]])
+    torch.testing.assert_close(masked[:, [0, 2]], subset)
+    assert torch.isfinite(masked).all()  # unobserved rows attend to themselves, never to nothing
+
+
+@pytest.mark.parametrize("width", [-1.0, float("nan"), True, "8h"])
+def test_window_mixing_must_be_a_width(width):
+    with pytest.raises(ValueError, match="window_mixing must be a window width >= 0"):
+        AsyncTransformer(3, window_mixing=width)
 
 
 def test_learns_to_carry_the_last_value_forward():

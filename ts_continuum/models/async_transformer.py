@@ -10,10 +10,12 @@ on a shared grid. Every layer (pre-norm, residual) does three things:
 2. attention across variables: each variable's summary (the mean of its tokens, a learned vector
    for a variable never observed) attends to the other variables' summaries of the same series,
    and the result is added to every token of the variable, so the variables inform each other;
-3. with ``series_attention``: softmax attention of every token over all the tokens of its series
+3. with ``window_mixing``: the same mixing within windows of time (``models/window_mixing.py``):
+   each variable's tokens in a window take from the variables observed in that window;
+4. with ``series_attention``: softmax attention of every token over all the tokens of its series
    (every variable, rotary positions by real time), so a variable sees what the others did *when*,
    not only their summaries;
-4. a feed-forward block.
+5. a feed-forward block.
 
 A query (time s, variable c) starts from variable c's embedding, an embedding of the lead time s
 (time after the forecast origin) and c's final summary after one more mixing across variables (so a
@@ -38,6 +40,7 @@ from .feed_forward import FeedForward
 from .layers import Attention, BackendName, Dropout, MultiHeadAttention, PosEncoding, QueryAttention, Sink
 from .query_base import QueryModel
 from .ragged import Ragged
+from .window_mixing import TimeWindows
 
 
 class VariableMixer(nn.Module):
@@ -51,11 +54,15 @@ class VariableMixer(nn.Module):
         self.out = nn.Linear(d_model, d_model)
         self.dropout = Dropout(dropout)
 
-    def forward(self, summary: torch.Tensor) -> torch.Tensor:
-        """summary: (B, C, d) -> (B, C, d) what each variable takes from the others."""
+    def forward(self, summary: torch.Tensor, observed: torch.Tensor | None = None) -> torch.Tensor:
+        """summary: (B, C, d) -> (B, C, d) what each variable takes from the others; ``observed``
+        (B, C): only these variables (and each variable itself) are attended to."""
         B, C, d = summary.shape
         q, k, v = self.qkv(self.norm(summary)).view(B, C, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
-        o = F.scaled_dot_product_attention(q, k, v)
+        mask = None
+        if observed is not None:
+            mask = (observed[:, None, :] | torch.eye(C, dtype=torch.bool, device=summary.device))[:, None]
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.dropout(self.out(o.transpose(1, 2).reshape(B, C, d)))
 
 
@@ -63,25 +70,30 @@ class AsyncLayer(nn.Module):
     """Attention over time within each variable, mixing across variables, feed-forward."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, series_attention: bool = False,
-                 **attn_kwargs):
+                 window_mixing: bool = False, **attn_kwargs):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, **attn_kwargs)
         self.mixer = VariableMixer(d_model, n_heads, dropout)
         self.mixed_to_tokens = nn.Linear(d_model, d_model)
+        self.window_mixer = VariableMixer(d_model, n_heads, dropout) if window_mixing else None
+        self.window_to_tokens = nn.Linear(d_model, d_model) if window_mixing else None
         self.series_norm = nn.LayerNorm(d_model) if series_attention else None
         self.series_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention="softmax",
                                               rope=attn_kwargs["rope"], sink="none") if series_attention else None
         self.ff = FeedForward(d_model, d_ff, dropout, pre_norm=True)
 
     def forward(self, h: torch.Tensor, times: torch.Tensor, ragged: Ragged, summary_of,
-                series: Ragged | None = None) -> torch.Tensor:
+                series: Ragged | None = None, windows: TimeWindows | None = None) -> torch.Tensor:
         """h: (T, d) the observed rows' tokens, flat; times: (T,) in position steps; ``summary_of``
         maps row means (R, d) to every series' (B, C, d) and the mixed result back to rows;
-        ``series``: the same tokens grouped by series (needed with series attention)."""
+        ``series``: the same tokens grouped by series (needed with series attention); ``windows``:
+        the tokens' cells of time (needed with window mixing)."""
         h = h + attend_by_row(self.attn, self.norm(h), times, ragged)
         mixed = summary_of(ragged.mean(h), self.mixer)
         h = h + self.mixed_to_tokens(mixed)[ragged.row]
+        if self.window_mixer is not None:
+            h = h + self.window_to_tokens(windows.broadcast(self.window_mixer(windows.mean(h), windows.observed)))
         if self.series_attn is not None:
             h = h + attend_by_row(self.series_attn, self.series_norm(h), times, series)
         return h + self.ff(h)
@@ -118,6 +130,10 @@ class AsyncTransformer(QueryModel):
             series (every variable; softmax with the positions above): the variables inform each
             other observation by observation, not only through their summaries. Costs attention
             over a whole series' history (about 240 tokens a PhysioNet stay) in every layer.
+        window_mixing: the width (data's time unit) of windows counted back from the forecast
+            origin within which the variables also inform each other (each variable's mean in the
+            window attends to the others observed in it; t-PatchGNN uses 8 hours on PhysioNet);
+            0 turns it off.
     """
 
     def __init__(
@@ -135,6 +151,7 @@ class AsyncTransformer(QueryModel):
         horizon: float = 24.0,
         attention_backend: BackendName = "auto",
         series_attention: bool = False,
+        window_mixing: float = 0.0,
     ):
         super().__init__(locals())
         if pos_encoding == "learned":
@@ -151,8 +168,12 @@ class AsyncTransformer(QueryModel):
         attn = dict(attention=attention, rope=pos_encoding == "rope", sink=sink, backend=attention_backend)
         if not isinstance(series_attention, bool):
             raise ValueError(f"series_attention must be True or False, got {series_attention!r}")
-        self.layers = nn.ModuleList(AsyncLayer(d_model, n_heads, d_ff, dropout, series_attention, **attn)
-                                    for _ in range(n_layers))
+        if isinstance(window_mixing, bool) or not (isinstance(window_mixing, (int, float)) and window_mixing >= 0
+                                                    and math.isfinite(window_mixing)):
+            raise ValueError(f"window_mixing must be a window width >= 0 in the data's time unit (0: off), "
+                             f"got {window_mixing!r}")
+        self.layers = nn.ModuleList(AsyncLayer(d_model, n_heads, d_ff, dropout, series_attention, window_mixing > 0,
+                                               **attn) for _ in range(n_layers))
         self.final_mixer = VariableMixer(d_model, n_heads, dropout)
         self.summary_to_query = nn.Linear(d_model, d_model)
         self.query_norm, self.token_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
@@ -199,8 +220,11 @@ class AsyncTransformer(QueryModel):
             observed = torch.arange(N, device=values.device) < lengths[..., None]
             h_times = times[observed].to(torch.float64) * steps
             h = self.value(values[observed].to(dtype)[:, None]) + self.variable(variable_of_row)[ragged.row]
+            windows = None
+            if self.config["window_mixing"] > 0:
+                windows = TimeWindows(times[observed], rows[ragged.row], C, self.config["window_mixing"])
             for layer in self.layers:
-                h = layer(h, h_times, ragged, summary_of, series)
+                h = layer(h, h_times, ragged, summary_of, series, windows)
             summary = summary_of(ragged.mean(h))
         else:
             summary = unobserved

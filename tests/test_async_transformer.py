@@ -119,20 +119,25 @@ def test_every_parameter_gets_a_gradient(attention, options):
     assert not missing
 
 
-@pytest.mark.parametrize("series_attention", [False, True])
-def test_series_attention_lets_a_variable_see_when_another_was_observed(series_attention):
-    """Variable 1 seen once: its summary cannot tell when (one token attends only to itself), so
-    only series attention lets variable 0's forecast depend on that time."""
-    model = make(series_attention=series_attention)
+def variable_0_sees_when_variable_1_was_observed(model) -> bool:
+    """Whether variable 0's forecast moves when variable 1, seen once, moves from hour -6 (beside
+    variable 0's token at -5) to -0.5 (beside its token at -1); variables 2 and 3 stay at -23, -22."""
     values = torch.tensor([[[0.2, 0.4, 0.3], [0.9, 0.0, 0.0], [0.5, 0.0, 0.0], [0.1, 0.0, 0.0]]])
-    times = torch.tensor([[[-9.0, -5.0, -1.0], [-6.0, 0.0, 0.0], [-3.0, 0.0, 0.0], [-2.0, 0.0, 0.0]]])
+    times = torch.tensor([[[-9.0, -5.0, -1.0], [-6.0, 0.0, 0.0], [-23.0, 0.0, 0.0], [-22.0, 0.0, 0.0]]])
     lengths = torch.tensor([[3, 1, 1, 1]])
     q_times, q_len = torch.full((1, 4, 1), 2.0), torch.tensor([[1, 0, 0, 0]])
     with torch.no_grad():
         early = model(values, times, lengths, q_times, q_len)[0, 0, 0]
         later = model(values, times.index_put((torch.tensor([0]), torch.tensor([1]), torch.tensor([0])),
                                               torch.tensor(-0.5)), lengths, q_times, q_len)[0, 0, 0]
-    assert (early != later) == series_attention
+    return bool(early != later)
+
+
+@pytest.mark.parametrize("series_attention", [False, True])
+def test_series_attention_lets_a_variable_see_when_another_was_observed(series_attention):
+    """Variable 1 seen once: its summary cannot tell when (one token attends only to itself), so
+    only series attention lets variable 0's forecast depend on that time."""
+    assert variable_0_sees_when_variable_1_was_observed(make(series_attention=series_attention)) == series_attention
 
 
 def test_series_attention_must_be_a_bool():
@@ -142,19 +147,9 @@ def test_series_attention_must_be_a_bool():
 
 @pytest.mark.parametrize("width,sees_when", [(0.0, False), (4.0, True), (24.0, False)])
 def test_window_mixing_lets_a_variable_see_what_another_did_in_the_same_window(width, sees_when):
-    """Variable 1, seen once, moves from hour -6 (the window [-8, -4) with variable 0's token at -5)
-    to -0.5 (the window [-4, 0) with its token at -1): only windows narrower than the history tell
-    variable 0 when; one window of 24 hours is again a whole-history summary."""
-    model = make(window_mixing=width)
-    values = torch.tensor([[[0.2, 0.4, 0.3], [0.9, 0.0, 0.0], [0.5, 0.0, 0.0], [0.1, 0.0, 0.0]]])
-    times = torch.tensor([[[-9.0, -5.0, -1.0], [-6.0, 0.0, 0.0], [-23.0, 0.0, 0.0], [-22.0, 0.0, 0.0]]])
-    lengths = torch.tensor([[3, 1, 1, 1]])
-    q_times, q_len = torch.full((1, 4, 1), 2.0), torch.tensor([[1, 0, 0, 0]])
-    with torch.no_grad():
-        early = model(values, times, lengths, q_times, q_len)[0, 0, 0]
-        later = model(values, times.index_put((torch.tensor([0]), torch.tensor([1]), torch.tensor([0])),
-                                              torch.tensor(-0.5)), lengths, q_times, q_len)[0, 0, 0]
-    assert (early != later) == sees_when
+    """With 4-hour windows variable 1 moves from the window [-8, -4) to [-4, 0), so it is mixed with
+    another of variable 0's tokens; one window of 24 hours is again a whole-history summary."""
+    assert variable_0_sees_when_variable_1_was_observed(make(window_mixing=width)) == sees_when
 
 
 def test_time_windows_are_fixed_in_time_and_means_cover_only_their_cell():

@@ -223,6 +223,21 @@ def test_save_and_load_forecast_the_same(fitted, records, tmp_path):
     pd.testing.assert_frame_equal(loaded.backtest(records).overall, fitted.backtest(records).overall)
 
 
+@pytest.mark.parametrize("options", [{"window_mixing": 6.0}, {"series_attention": True}])
+def test_a_models_options_survive_save_and_load(options, tmp_path):
+    torch.manual_seed(0)
+    model = AsyncTransformer(3, d_model=8, n_heads=2, n_layers=1, d_ff=16, attention_backend="torch",
+                             **options).eval()
+    f = Forecaster.from_model(model, variables=VARIABLES, scale_min=np.zeros(3), scale_max=np.ones(3) * 100,
+                              horizon="12h")
+    records = long_records(n_series=2)
+    at = queries(long_records(n_series=3))[lambda d: d["unique_id"] == "s0"]
+    f.save(tmp_path / "m")
+    loaded = Forecaster.load(tmp_path / "m")
+    assert all(loaded.model_.config[k] == v for k, v in options.items())
+    pd.testing.assert_frame_equal(loaded.predict(records, at=at), f.predict(records, at=at))
+
+
 def test_a_trained_model_becomes_a_forecaster_with_its_scaling_and_names(tmp_path):
     torch.manual_seed(0)
     model = AsyncTransformer(3, d_model=8, n_heads=2, n_layers=1, d_ff=16, attention_backend="torch").eval()

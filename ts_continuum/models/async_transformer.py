@@ -2,7 +2,7 @@
 at any (time, variable).
 
 Tokens are observations: each variable's history is a sequence of (time, value) tokens, never put
-on a shared grid. Every layer (pre-norm, residual) does three things:
+on a shared grid. Every layer (pre-norm, residual), in order:
 
 1. attention over time within each variable's sequence, softmax or continuous (the integral over
    the values interpolated between the variable's own observation times), with rotary positions

@@ -22,15 +22,14 @@ from lightning.pytorch.loggers import CSVLogger
 
 from benchmarks import machine
 from ts_continuum.data.physionet import PhysioNetDataModule
-from ts_continuum.models import AsyncTransformer, GridPatchTST, HistoryMean, LastObservation
+from ts_continuum.models import QUERY_MODELS, HistoryMean, LastObservation
 from ts_continuum.training import ReleaseFreedMemory
 from ts_continuum.training.metrics import PerVariableError
 from ts_continuum.training.query_module import QueryForecastingModule, query_mask
 
 KEY_FIELDS = ("model", "attention", "pos_encoding", "history_keep", "switch", "seed")
-TRAINED = {"async": AsyncTransformer, "grid-patchtst": GridPatchTST}
 BASELINES = {"last": LastObservation, "mean": HistoryMean}
-MODELS = tuple(TRAINED) + tuple(BASELINES)
+MODELS = tuple(QUERY_MODELS) + tuple(BASELINES)
 # settings a cell may give besides its key (others are refused by the runner)
 SETTINGS = {"max_epochs": 10, "patience": 4, "lr": 1e-3, "batch_size": 32, "eval_batch_size": 128,
             "model_args": {}, "split_seed": 0, "limit_train_batches": 1.0, "max_stays": None, "weighting": "query",
@@ -137,7 +136,7 @@ def build_model(cell: dict, dm: PhysioNetDataModule) -> torch.nn.Module:
     if cell["model"] in BASELINES:
         return BASELINES[cell["model"]](dm.n_variables, fallback=dm.train_means())
     args = dict(cell["model_args"])
-    return TRAINED[cell["model"]](dm.n_variables, attention=cell["attention"], pos_encoding=cell["pos_encoding"],
+    return QUERY_MODELS[cell["model"]](dm.n_variables, attention=cell["attention"], pos_encoding=cell["pos_encoding"],
                                   **args)
 
 
@@ -163,7 +162,7 @@ def run_cell(cell: dict, out_dir: Path) -> dict:
     switch = _switch(cell)
     switcher = SwitchAttention(switch[0], switch[1], dm) if switch else None
     t0 = time.perf_counter()
-    if cell["model"] in TRAINED:
+    if cell["model"] in QUERY_MODELS:
         ckpt_dir = out_dir / "checkpoint"
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         ckpt = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_mse", mode="min", save_top_k=1)

@@ -18,10 +18,11 @@ import torch
 import yaml
 
 from benchmarks.physionet.cell import SETTINGS
+from ts_continuum.models import QUERY_MODELS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "benchmarks" / "results" / "physionet2012"
-MODEL_CLASSES = {"async": "ts_continuum.models.AsyncTransformer", "grid-patchtst": "ts_continuum.models.GridPatchTST"}
+MODEL_CLASSES = {name: f"ts_continuum.models.{cls.__name__}" for name, cls in QUERY_MODELS.items()}
 
 
 def checkpoint(results: Path, cell_id: str) -> Path:

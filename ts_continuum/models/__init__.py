@@ -8,12 +8,14 @@ from .async_transformer import AsyncTransformer
 from .encoder import EncoderTransformer
 from .grid_patchtst import GridPatchTST
 from .observation_baselines import HistoryMean, LastObservation
+from .patch_graph import PatchGraphTransformer
 from .patchtst import PatchTST
 from .query_base import QueryModel
 
 MODELS: dict[str, type[nn.Module]] = {"patchtst": PatchTST, "encoder": EncoderTransformer}
 # models of observation sets (every variable at its own times, forecasts at any time): Forecaster(model=...)
-QUERY_MODELS: dict[str, type[QueryModel]] = {"async": AsyncTransformer, "grid-patchtst": GridPatchTST}
+QUERY_MODELS: dict[str, type[QueryModel]] = {"async": AsyncTransformer, "patch-graph": PatchGraphTransformer,
+                                              "grid-patchtst": GridPatchTST}
 
 
 def build_model(name: str, **kwargs) -> nn.Module:
@@ -26,5 +28,5 @@ def build_model(name: str, **kwargs) -> nn.Module:
     return cls(**kwargs)
 
 
-__all__ = ["PatchTST", "EncoderTransformer", "AsyncTransformer", "GridPatchTST", "LastObservation", "HistoryMean",
-           "QueryModel", "MODELS", "QUERY_MODELS", "build_model"]
+__all__ = ["PatchTST", "EncoderTransformer", "AsyncTransformer", "GridPatchTST", "PatchGraphTransformer",
+           "LastObservation", "HistoryMean", "QueryModel", "MODELS", "QUERY_MODELS", "build_model"]

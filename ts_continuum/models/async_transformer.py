@@ -39,7 +39,7 @@ from torch import nn
 from .feed_forward import FeedForward
 from .layers import Attention, BackendName, Dropout, MultiHeadAttention, PosEncoding, QueryAttention, Sink
 from .query_base import QueryModel
-from .ragged import Ragged
+from .ragged import Ragged, read_by_row
 from .window_mixing import TimeWindows
 
 
@@ -185,9 +185,7 @@ class AsyncTransformer(QueryModel):
 
     def lead_embedding(self, lead: torch.Tensor) -> torch.Tensor:
         """(...,) lead times (data's unit) -> (..., d) features: linear and learned periodic."""
-        x = (lead / self.config["horizon"]).to(self.lead.weight.dtype)[..., None]
-        angles = x * self.lead_freqs
-        return self.lead(torch.cat([x, torch.sin(angles), torch.cos(angles)], dim=-1))
+        return lead_features(lead, self.config["horizon"], self.lead_freqs, self.lead)
 
     def forward(self, values: torch.Tensor, times: torch.Tensor, lengths: torch.Tensor,
                 query_times: torch.Tensor, query_lengths: torch.Tensor) -> torch.Tensor:
@@ -237,36 +235,24 @@ class AsyncTransformer(QueryModel):
         q = self.variable(q_row % C) + self.lead_embedding(q_times) + self.summary_to_query(summary)[q_row]
         if rows.numel() and q.shape[0]:
             qn, hn, q_steps = self.query_norm(q), self.token_norm(h), q_times.to(torch.float64) * steps
-            read = self._read(self.read, qn, q_steps, offsets_of(flat_q_len)[rows], flat_q_len[rows], hn, h_times,
+            read = read_by_row(self.read, qn, q_steps, offsets_of(flat_q_len)[rows], flat_q_len[rows], hn, h_times,
                               ragged)
             if self.series_read is not None:  # queries are series-major too
                 series_q = query_lengths.sum(-1)
-                read = read + self._read(self.series_read, qn, q_steps, offsets_of(series_q)[in_series],
+                read = read + read_by_row(self.series_read, qn, q_steps, offsets_of(series_q)[in_series],
                                          series_q[in_series], hn, h_times, series)
             q = q + read
         q = q + self.ff(q)
         out = torch.zeros(B, C, M, dtype=q.dtype, device=values.device)
         return out.masked_scatter(asked, self.head(q).squeeze(-1))
 
-    @staticmethod
-    def _read(attn: QueryAttention, qn, q_times, q_offsets, q_counts, hn, h_times, ragged: Ragged) -> torch.Tensor:
-        """Each query reads the tokens of its row of ``ragged`` by ``attn`` at its own time, per
-        bucket of history length as the layers attend. ``q_offsets``, ``q_counts``: (R,) where each
-        row's queries start in the flat ``qn`` and how many (rows without queries read nothing)."""
-        read = torch.zeros_like(qn)
-        for bucket in ragged.buckets:
-            bucket = bucket[q_counts[bucket] > 0]
-            if not bucket.numel():
-                continue
-            n_q = q_counts[bucket]
-            pos = torch.arange(int(n_q.max()), device=qn.device)
-            q_index = q_offsets[bucket, None] + torch.where(pos < n_q[:, None], pos, torch.zeros_like(pos))
-            k_index, k_len = ragged.gather_index(bucket)
-            full_k = bool((k_len == k_index.shape[1]).all())
-            out = attn(qn[q_index], q_times[q_index], n_q, hn[k_index], h_times[k_index], None if full_k else k_len)
-            valid = pos < n_q[:, None]
-            read = read.index_copy(0, q_index[valid], out[valid])
-        return read
+
+def lead_features(lead: torch.Tensor, horizon: float, freqs: nn.Parameter, linear: nn.Linear) -> torch.Tensor:
+    """(...,) lead times -> (..., d): ``linear`` of the lead scaled by ``horizon`` and its sines and
+    cosines at the learned ``freqs``."""
+    x = (lead / horizon).to(linear.weight.dtype)[..., None]
+    angles = x * freqs
+    return linear(torch.cat([x, torch.sin(angles), torch.cos(angles)], dim=-1))
 
 
 def offsets_of(counts: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ tokens share one bucket, since a call per tiny bucket costs more than its paddin
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 MIN_WIDTH = 8
 
@@ -44,3 +45,25 @@ class Ragged:
         """(T, d) -> (R, d) mean of each row's tokens."""
         sums = flat.new_zeros(len(self.lengths), flat.shape[-1]).index_add(0, self.row, flat)
         return sums / self.lengths[:, None].to(flat.dtype)
+
+
+def read_by_row(attn: nn.Module, qn: torch.Tensor, q_times: torch.Tensor, q_offsets: torch.Tensor,
+                q_counts: torch.Tensor, hn: torch.Tensor, h_times: torch.Tensor, ragged: Ragged) -> torch.Tensor:
+    """Each flat query (``qn`` (Q, d) at ``q_times`` (Q,)) reads the tokens of its row of ``ragged``
+    (``hn`` (T, d) at ``h_times`` (T,)) by the query attention ``attn`` at its own time, per bucket
+    of row length. ``q_offsets``, ``q_counts``: (R,) where each row's queries start in ``qn`` and how
+    many (rows without queries read nothing). Returns (Q, d), zero for queries of no row."""
+    read = torch.zeros_like(qn)
+    for bucket in ragged.buckets:
+        bucket = bucket[q_counts[bucket] > 0]
+        if not bucket.numel():
+            continue
+        n_q = q_counts[bucket]
+        pos = torch.arange(int(n_q.max()), device=qn.device)
+        q_index = q_offsets[bucket, None] + torch.where(pos < n_q[:, None], pos, torch.zeros_like(pos))
+        k_index, k_len = ragged.gather_index(bucket)
+        full_k = bool((k_len == k_index.shape[1]).all())
+        out = attn(qn[q_index], q_times[q_index], n_q, hn[k_index], h_times[k_index], None if full_k else k_len)
+        valid = pos < n_q[:, None]
+        read = read.index_copy(0, q_index[valid], out[valid])
+    return read

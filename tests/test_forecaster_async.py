@@ -223,6 +223,22 @@ def test_save_and_load_forecast_the_same(fitted, records, tmp_path):
     pd.testing.assert_frame_equal(loaded.backtest(records).overall, fitted.backtest(records).overall)
 
 
+def test_the_patch_model_fits_forecasts_and_survives_save_and_load(records, tmp_path):
+    """Forecaster(model="patch-graph"): the lookback becomes its history, its patch option routes."""
+    settings = dict(TINY_ASYNC, model="patch-graph", lookback="24h", patch=6.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = Forecaster(**settings).fit(records, val_size=2)
+    assert type(f.model_).__name__ == "PatchGraphTransformer"
+    assert f.model_.config["history"] == 24.0 and f.model_.config["patch"] == 6.0 and f.model_.n_patches == 4
+    at = queries(records)
+    pred = f.predict(at=at)
+    pd.testing.assert_frame_equal(pred[["unique_id", "ds", "variable"]], at)
+    assert np.isfinite(pred["value"]).all()
+    f.save(tmp_path / "m")
+    pd.testing.assert_frame_equal(Forecaster.load(tmp_path / "m").predict(at=at), pred)
+
+
 @pytest.mark.parametrize("options", [{"window_mixing": 6.0}, {"series_attention": True}])
 def test_a_models_options_survive_save_and_load(options, tmp_path):
     torch.manual_seed(0)

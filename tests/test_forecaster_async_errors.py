@@ -113,6 +113,8 @@ def test_at_with_a_grid_model_names_the_model_to_use():
     (dict(model="async", horizon="12h", cutoff="24h", cutoff_step="6h"), "pass one of them"),
     (dict(model="async", horizon="12h", cutoff=object()), "cutoff must be a time of the data"),
     (dict(model="async", horizon="12h", time_unit="MS"), "not a fixed duration"),
+    (dict(model="patch-graph", horizon="12h"), "PatchGraphTransformer reads a fixed span .* give lookback"),
+    (dict(model="grid-patchtst", horizon="12h"), "GridPatchTST reads a fixed span .* give lookback"),
 ])
 def test_bad_settings_are_named_at_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):

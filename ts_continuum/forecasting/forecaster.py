@@ -53,7 +53,8 @@ class Forecaster:
     Args:
         model: "patchtst" or "encoder" (grid models: regular steps, every variable of a row), or
             "async" (``AsyncTransformer``: every variable at its own times, forecasts at the times
-            given to ``predict(at=...)``; also "grid-patchtst"). See ``docs/forecaster.md``.
+            given to ``predict(at=...)``; also "patch-graph", ``PatchGraphTransformer``, and
+            "grid-patchtst"). See ``docs/forecaster.md``.
         horizon, lookback: grid models: forecast and input lengths in nominal steps (positive
             integers; default 96 and 336). Asynchronous model: durations, as numbers in the time unit
             or as "24h"/``pd.Timedelta``: how far after a cutoff to forecast (required) and how much

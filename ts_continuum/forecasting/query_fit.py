@@ -80,6 +80,9 @@ class QueryFit:
                      horizon=self.times.units(self.times.horizon))
         if self.times.lookback is not None:
             given["history"] = self.times.units(self.times.lookback)
+        elif "history" in takes and "history" not in self.options.model:
+            raise ValueError(f"{self.model_cls.__name__} reads a fixed span of history before each cutoff: give "
+                             "lookback (e.g. lookback='24h'), or use model='async', which reads all of it")
         given = {k: v for k, v in given.items() if k in takes and k not in self.options.model}
 
         def build() -> torch.nn.Module:

@@ -9,86 +9,11 @@ from observation_batches import call, random_sets, variable_0_sees_when_variable
 from ts_continuum.data.observations import collate
 from ts_continuum.models import AsyncTransformer
 
-# the optional ways variables inform each other, beside the whole-history summaries
-OPTIONS = [{}, {"series_attention": True}, {"window_mixing": 4.0}]
-
 
 def make(attention="continuous", **kw):
     torch.manual_seed(0)
     return AsyncTransformer(4, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, attention=attention,
                             attention_backend="torch", **kw).eval()
-
-
-@pytest.mark.parametrize("attention", ["continuous", "softmax"])
-@pytest.mark.parametrize("pos_encoding", ["rope", "none"])
-@pytest.mark.parametrize("options", OPTIONS)
-def test_each_series_is_forecast_as_if_it_were_alone(attention, pos_encoding, options):
-    """Rows are bucketed and packed across the batch: nothing may leak between series."""
-    history, queries = random_sets()
-    model = make(attention, pos_encoding=pos_encoding, **options)
-    with torch.no_grad():
-        together = call(model, collate(history, queries, range(5)))
-        for s in range(5):
-            alone = call(model, collate(history, queries, [s]))
-            M = alone.shape[-1]
-            torch.testing.assert_close(together[s, :, :M], alone[0], atol=1e-5, rtol=1e-5)
-            assert (together[s, :, M:] == 0).all()
-
-
-@pytest.mark.parametrize("options", OPTIONS)
-def test_padding_changes_nothing_and_padded_queries_output_zero(options):
-    history, queries = random_sets(seed=1)
-    model = make(**options)
-    batch = collate(history, queries, range(5))
-    wide = dict(batch)
-    for key, pad in (("values", 3), ("times", 3), ("query_times", 4)):
-        wide[key] = torch.nn.functional.pad(batch[key], (0, pad), value=float("nan") if key != "values" else 7.0)
-    with torch.no_grad():
-        out, out_wide = call(model, batch), call(model, wide)
-    torch.testing.assert_close(out_wide[..., : out.shape[-1]], out)
-    valid = torch.arange(out_wide.shape[-1]) < batch["query_lengths"][..., None]
-    assert (out_wide[~valid] == 0).all() and torch.isfinite(out_wide).all()
-
-
-def test_variables_never_observed_are_forecast_from_the_others():
-    history, queries = random_sets(seed=2)
-    batch = collate(history, queries, range(5))
-    model = make()
-    unseen = (batch["lengths"] == 0) & (batch["query_lengths"] > 0)
-    assert unseen.any()
-    with torch.no_grad():
-        out = call(model, batch)
-        batch2 = dict(batch, values=batch["values"] + 0.5)  # other variables' values move the forecast
-        out2 = call(model, batch2)
-    b, c = torch.nonzero(unseen)[0].tolist()
-    assert (out[b, c, 0] != out2[b, c, 0]) and torch.isfinite(out).all()
-
-
-def test_attention_switch_keeps_the_parameters_and_changes_the_forecast():
-    history, queries = random_sets(seed=3)
-    batch = collate(history, queries, range(5))
-    model = make("continuous")
-    keys = set(model.state_dict())
-    with torch.no_grad():
-        cont = call(model, batch)
-        model.set_attention("softmax")
-        soft = call(model, batch)
-    assert set(model.state_dict()) == keys and model.config["attention"] == "softmax"
-    assert not torch.allclose(cont, soft)
-    assert all(layer.attn.attention == "softmax" for layer in model.layers) and model.read.attention == "softmax"
-
-
-@pytest.mark.parametrize("attention", ["continuous", "softmax"])
-@pytest.mark.parametrize("options", OPTIONS)
-def test_every_parameter_gets_a_gradient(attention, options):
-    history, queries = random_sets(seed=4)
-    batch = collate(history, queries, range(5))
-    model = make(attention, **options).train()
-    out = call(model, batch)
-    valid = torch.arange(out.shape[-1]) < batch["query_lengths"][..., None]
-    ((out - batch["query_values"])[valid] ** 2).mean().backward()
-    missing = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
-    assert not missing
 
 
 @pytest.mark.parametrize("series_attention", [False, True])
@@ -145,53 +70,6 @@ def test_variable_mixer_attends_only_to_observed_variables():
 def test_window_mixing_must_be_a_width(width):
     with pytest.raises(ValueError, match="window_mixing must be a window width >= 0"):
         AsyncTransformer(3, window_mixing=width)
-
-
-def test_learns_to_carry_the_last_value_forward():
-    """A task the model must solve by reading its variable's history at the query's time."""
-    torch.manual_seed(0)
-    model = AsyncTransformer(2, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0, attention_backend="torch")
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    B, N, M = 16, 6, 3
-
-    def batch():
-        times = -torch.sort(torch.rand(B, 2, N) * 24, dim=-1, descending=True).values
-        values = torch.rand(B, 2, N)
-        q_times = torch.sort(torch.rand(B, 2, M) * 24, dim=-1).values
-        lengths = torch.randint(1, N + 1, (B, 2))
-        last = torch.gather(values, 2, (lengths - 1)[..., None])
-        return values, times, lengths, q_times, torch.full((B, 2), M), last.expand(B, 2, M)
-
-    losses = []
-    for _ in range(150):
-        values, times, lengths, q_times, q_len, target = batch()
-        loss = ((model(values, times, lengths, q_times, q_len) - target) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    baseline = 1 / 12  # the variance of a uniform value: what predicting the mean would give
-    assert sum(losses[-20:]) / 20 < 0.3 * baseline
-
-
-@pytest.mark.parametrize("change,match", [
-    (lambda b: dict(b, values=b["values"][:, :3]), r"values must have shape \(B, 4, N\)"),
-    (lambda b: dict(b, lengths=b["lengths"].float()), "lengths must be an integer tensor"),
-    (lambda b: dict(b, lengths=b["lengths"] + 100), r"lengths must lie in \[0, N="),
-    (lambda b: dict(b, times=b["times"].flip(-1)), "strictly increasing"),
-    (lambda b: dict(b, values=torch.where(b["lengths"][..., None] > 0, torch.nan, b["values"])), "NaN or inf"),
-    (lambda b: dict(b, query_lengths=b["query_lengths"][:1]), r"query_lengths must have shape \(B, C\)"),
-])
-def test_bad_input_is_named(change, match):
-    history, queries = random_sets(seed=5)
-    batch = change(collate(history, queries, range(5)))
-    with pytest.raises(ValueError, match=match):
-        call(make(), batch)
-
-
-def test_learned_positions_are_refused_with_the_alternatives():
-    with pytest.raises(ValueError, match="use 'rope'"):
-        AsyncTransformer(3, pos_encoding="learned")
 
 
 def test_simple_baselines_carry_the_last_value_or_the_mean_and_fall_back_where_unobserved():

@@ -38,7 +38,7 @@ from torch import nn
 
 from .feed_forward import FeedForward
 from .layers import Attention, BackendName, Dropout, MultiHeadAttention, PosEncoding, QueryAttention, Sink
-from .query_base import QueryModel
+from .query_base import QueryModel, refuse_grid_positions
 from .ragged import Ragged, read_by_row
 from .window_mixing import TimeWindows
 
@@ -81,6 +81,8 @@ class AsyncLayer(nn.Module):
         self.series_norm = nn.LayerNorm(d_model) if series_attention else None
         self.series_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, attention="softmax",
                                               rope=attn_kwargs["rope"], sink="none") if series_attention else None
+        if self.series_attn is not None:
+            self.series_attn.switchable = False  # a series' tokens of all variables are not one curve
         self.ff = FeedForward(d_model, d_ff, dropout, pre_norm=True)
 
     def forward(self, h: torch.Tensor, times: torch.Tensor, ragged: Ragged, summary_of,
@@ -154,9 +156,7 @@ class AsyncTransformer(QueryModel):
         window_mixing: float = 0.0,
     ):
         super().__init__(locals())
-        if pos_encoding == "learned":
-            raise ValueError("pos_encoding='learned' indexes grid slots; observation sets have none: use 'rope' "
-                             "(positions by real time) or 'none'")
+        refuse_grid_positions(pos_encoding)
         if not (time_step > 0 and math.isfinite(time_step)) or not (horizon > 0 and math.isfinite(horizon)):
             raise ValueError(f"time_step and horizon must be positive numbers, got {time_step!r}, {horizon!r}")
         self.d_model = d_model
@@ -180,6 +180,8 @@ class AsyncTransformer(QueryModel):
         self.read = QueryAttention(d_model, n_heads, dropout=dropout, **attn)
         self.series_read = QueryAttention(d_model, n_heads, dropout=dropout, attention="softmax", rope=attn["rope"],
                                           sink="none") if series_attention else None
+        if self.series_read is not None:
+            self.series_read.switchable = False
         self.ff = FeedForward(d_model, d_ff, dropout, pre_norm=True)
         self.head = nn.Sequential(nn.LayerNorm(d_model), nn.Linear(d_model, 1))
 

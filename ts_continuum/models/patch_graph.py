@@ -34,7 +34,7 @@ from torch import nn
 from .async_transformer import VariableMixer, lead_features
 from .feed_forward import FeedForward
 from .layers import Attention, BackendName, MultiHeadAttention, PosEncoding, QueryAttention, Sink
-from .query_base import QueryModel
+from .query_base import QueryModel, refuse_grid_positions
 from .ragged import Ragged, read_by_row
 
 
@@ -96,9 +96,7 @@ class PatchGraphTransformer(QueryModel):
         attention_backend: BackendName = "auto",
     ):
         super().__init__(locals())
-        if pos_encoding == "learned":
-            raise ValueError("pos_encoding='learned' indexes grid slots; observation sets have none: use 'rope' "
-                             "(positions by real time) or 'none'")
+        refuse_grid_positions(pos_encoding)
         for name, value in (("history", history), ("patch", patch), ("time_step", time_step), ("horizon", horizon)):
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not (number and value > 0 and math.isfinite(value)):

@@ -34,12 +34,14 @@ class QueryModel(nn.Module):
         check_string_options(self.config)
 
     def set_attention(self, kind: Attention) -> None:
-        """Switch every attention over time to ``"softmax"`` or ``"continuous"`` (same parameters)."""
+        """Switch every attention over time to ``"softmax"`` or ``"continuous"`` (same parameters);
+        attentions over tokens that are not one curve in time (marked ``switchable = False``) stay."""
         if "attention" not in self.config:
             raise ValueError(f"{type(self).__name__} has no attention to switch")
         kind = check_choice("attention", kind, ATTENTIONS)
         for module in self.modules():
-            if hasattr(module, "attention") and isinstance(module.attention, str) and module is not self:
+            if (hasattr(module, "attention") and isinstance(module.attention, str) and module is not self
+                    and getattr(module, "switchable", True)):
                 module.attention = kind
         self.config["attention"] = kind
 
@@ -84,3 +86,10 @@ class QueryModel(nn.Module):
         if unsorted:
             raise ValueError("times must be strictly increasing within each series and variable (sort the "
                              "observations and average or drop repeated times)")
+
+
+def refuse_grid_positions(pos_encoding: str) -> None:
+    """Learned positions index grid slots, which observation sets do not have."""
+    if pos_encoding == "learned":
+        raise ValueError("pos_encoding='learned' indexes grid slots; observation sets have none: use 'rope' "
+                         "(positions by real time) or 'none'")

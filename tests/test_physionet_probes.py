@@ -29,17 +29,19 @@ def test_runs_are_named_by_their_changes_and_ordered_by_validation(tmp_path):
         ({**RECIPE, "lr": 0.5}, "failed", float("nan"), float("nan")),
         ({**RECIPE, "split_seed": 1}, "ok", 4.0e-3, 5.0e-3),  # another split: not comparable
         ({**RECIPE, "model": "last"}, "ok", float("nan"), 7.0e-3),  # a baseline, not a probe
+        ({**RECIPE, "model": "patch-graph", "model_args": {"d_model": 128, "d_ff": 256, "patch": 4.0}}, "ok",
+         4.75e-3, 5.45e-3),  # another model: named with the arguments it gave
     ])
     write(tmp_path / "physionet2012-other-splits", [(RECIPE, "ok", 4.0e-3, 5.0e-3)])
     runs = probes.collect(tmp_path)
-    assert list(runs["change"]) == ["lr=0.002, n_layers=3", "(the best recipe)", "(the best recipe)",
-                                    "d_ff=128, d_model=64"]
-    assert list(runs["folder"]) == ["physionet2012-deeper", "physionet2012-weighting/wide",
+    assert list(runs["change"]) == ["lr=0.002, n_layers=3", "(the best recipe)", "model=patch-graph, patch=4.0",
+                                    "(the best recipe)", "d_ff=128, d_model=64"]
+    assert list(runs["folder"]) == ["physionet2012-deeper", "physionet2012-weighting/wide", "physionet2012-deeper",
                                     "physionet2012-weighting/wide", "physionet2012-deeper"]
-    assert runs["best_val_mse"].tolist() == pytest.approx([4.6, 4.7, 4.8, 4.9])
+    assert runs["best_val_mse"].tolist() == pytest.approx([4.6, 4.7, 4.75, 4.8, 4.9])
     text = probes.render(runs)
-    assert "4 trained runs in 2 folders" in text
-    assert "runs at or below the 5.5e-3 target: 1" in text
+    assert "5 trained runs in 2 folders" in text
+    assert "runs at or below the 5.5e-3 target: 2" in text
     assert "| physionet2012-deeper | d_ff=128, d_model=64 | 0 | 4.900 | 5.400 |" in text
 
 

@@ -76,6 +76,14 @@ def test_grid_runs_resumes_and_reports(tmp_path, capsys, monkeypatch):
               "--trainer.logger", "false"])
     printed = capsys.readouterr().out
     assert f"{best['test_mse']:.6f}"[:7] in printed.replace("│", " "), printed
+    # members from more blocks (--also FOLDER:BLOCK); a cell whose run checkpoint is gone is read
+    # from the folder's saved best model
+    (out / "runs" / best["cell_id"] / "best.ckpt").unlink()
+    ensemble.main([str(out), "--block", "floor", "--threads", "1", "--also", f"{out}:main"])
+    scored = pd.read_csv(out / "ensemble.csv")
+    assert best["cell_id"] in scored["member"].tolist() and scored["member"].iloc[-1] == "mean of 2"
+    with pytest.raises(SystemExit, match="switched attention during training cannot be members"):
+        ensemble.main([str(out), "--block", "switch", "main", "--threads", "1"])
 
 
 def test_grid_mistakes_are_refused_before_anything_runs(tmp_path):

@@ -1,0 +1,46 @@
+"""Greedy ensemble selection: chosen by validation only, scored on test, with the published metric."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.physionet.ensemble_selection import per_variable_mse, select
+
+
+def test_the_metric_averages_per_variable_errors_over_the_variables_that_have_queries():
+    pred, target = np.array([1.0, 1.0, 1.0, 3.0]), np.array([0.0, 0.0, 0.0, 0.0])
+    variable = np.array([0, 0, 0, 2])  # variable 1 has no query
+    assert per_variable_mse(pred, target, variable) == pytest.approx((1.0 + 9.0) / 2)
+
+
+
+def reference(n: int = 6) -> dict:
+    variable = np.arange(n) % 2
+    return {"val_target": np.zeros(n), "val_variable": variable, "test_target": np.zeros(n), "test_variable": variable}
+
+
+def test_selection_adds_the_model_that_cancels_the_errors_and_stops_where_validation_is_lowest():
+    """A and B err in opposite directions on validation, C more than either: A, then B makes the mean
+    exact; a third model only adds error, so the ensemble is the first two steps."""
+    val = {"A": np.full(6, 1.0), "B": np.full(6, -1.0), "C": np.full(6, 1.5)}
+    test = {"A": np.full(6, 2.0), "B": np.full(6, -1.0), "C": np.full(6, 0.1)}
+    preds = [{"val": val[k], "test": test[k]} for k in "ABC"]
+    table = select(preds, reference(), steps=4)
+    assert table["added"].tolist()[:2] == [0, 1]
+    chosen = table[table["chosen"]]
+    assert chosen["step"].tolist() == [2] and chosen["val_mse"].item() == 0.0
+    assert chosen["test_mse"].item() == pytest.approx(0.5**2)
+    assert table["val_mse"].iloc[2] == pytest.approx((1.0 / 3) ** 2)
+
+
+def test_test_numbers_never_steer_the_selection():
+    rng = np.random.default_rng(0)
+    preds = [{"val": rng.normal(size=6), "test": rng.normal(size=6)} for _ in range(5)]
+    table = select(preds, reference(), steps=6)
+    shuffled = select([{"val": p["val"], "test": rng.normal(size=6)} for p in preds], reference(), steps=6)
+    assert table["added"].tolist() == shuffled["added"].tolist()
+    assert table[["step", "val_mse", "chosen"]].equals(shuffled[["step", "val_mse", "chosen"]])
+    for step, row in table.iterrows():
+        mean = np.mean([preds[i]["val"] for i in table["added"].iloc[: step + 1]], axis=0)
+        assert row["val_mse"] == pytest.approx(per_variable_mse(mean, np.zeros(6), np.arange(6) % 2))

@@ -35,7 +35,7 @@ from .async_transformer import VariableMixer, lead_features
 from .feed_forward import FeedForward
 from .layers import Attention, BackendName, MultiHeadAttention, PosEncoding, QueryAttention, Sink
 from .query_base import QueryModel, refuse_grid_positions
-from .ragged import Ragged, read_by_row
+from .ragged import Ragged, read_by_row, read_fixed_rows
 
 
 class PatchLayer(nn.Module):
@@ -177,11 +177,9 @@ class PatchGraphTransformer(QueryModel):
         z_rows = z.reshape(B * C, P, d)
         lead = lead_features(q_times, self.config["horizon"], self.lead_freqs, self.lead)
         q = self.variable(q_row % C) + lead + self.flat(z_rows.reshape(B * C, P * d))[q_row]
-        if q.shape[0]:
-            keys = self.patch_norm(z_rows)[q_row]  # (Q, P, d): every query reads its own variable's patches
-            read = self.read(self.query_norm(q)[:, None], q_times.to(torch.float64)[:, None] * steps, None, keys,
-                             centres.expand(len(q_row), P), None)
-            q = q + read[:, 0]
+        if q.shape[0]:  # every query reads its own variable's patch tokens
+            q = q + read_fixed_rows(self.read, self.query_norm(q), q_times.to(torch.float64) * steps,
+                                    query_lengths.reshape(-1), self.patch_norm(z_rows), centres.expand(B * C, P))
         q = q + self.ff(q)
         out = torch.zeros(B, C, M, dtype=q.dtype, device=device)
         return out.masked_scatter(asked, self.head(q).squeeze(-1))

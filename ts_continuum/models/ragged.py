@@ -67,3 +67,22 @@ def read_by_row(attn: nn.Module, qn: torch.Tensor, q_times: torch.Tensor, q_offs
         valid = pos < n_q[:, None]
         read = read.index_copy(0, q_index[valid], out[valid])
     return read
+
+
+def read_fixed_rows(attn: nn.Module, qn: torch.Tensor, q_times: torch.Tensor, q_counts: torch.Tensor,
+                    keys: torch.Tensor, key_times: torch.Tensor) -> torch.Tensor:
+    """Each flat query (``qn`` (Q, d) at ``q_times`` (Q,), stored row by row, ``q_counts`` (R,) per
+    row) reads its row of ``keys`` (R, P, d) at ``key_times`` (R, P), every row of P tokens, by the
+    query attention ``attn``. Rows are batched by their number of queries (buckets as
+    :class:`Ragged`'s), so the keys are projected once per row rather than once per query.
+    Returns (Q, d)."""
+    rows = torch.nonzero(q_counts > 0).squeeze(1)
+    read = torch.zeros_like(qn)
+    if not rows.numel():
+        return read
+    queries = Ragged(q_counts[rows])
+    for bucket in queries.buckets:
+        q_index, n_q = queries.gather_index(bucket)
+        out = attn(qn[q_index], q_times[q_index], n_q, keys[rows[bucket]], key_times[rows[bucket]], None)
+        read = queries.scatter(out, bucket, read)
+    return read

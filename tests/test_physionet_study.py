@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from benchmarks.physionet import ensemble, report, run, save_best
+from benchmarks.physionet import ensemble, ensemble_selection, report, run, save_best
 from ts_continuum.training import cli
 
 TINY = {"max_epochs": 2, "max_stays": 40, "batch_size": 8, "eval_batch_size": 16,
@@ -66,6 +66,18 @@ def test_grid_runs_resumes_and_reports(tmp_path, capsys, monkeypatch):
     assert scored["member"].iloc[:2].tolist() == members.index.tolist()
     assert scored["test_mse"].iloc[:2].to_numpy() == pytest.approx(members.to_numpy(), rel=1e-9)
     assert scored["member"].iloc[2] == "mean of 2" and scored["test_mse"].iloc[2] <= members.mean() + 1e-12
+    # greedy selection on validation over the same cells: each re-scored to its row, the chosen step
+    # the lowest on validation, forecasts cached so that a rerun needs no checkpoint
+    selected = tmp_path / "selection"
+    ensemble_selection.main([str(selected), "--candidates", f"{out}:main", "--steps", "3", "--threads", "1"])
+    alone = pd.read_csv(selected / "candidates.csv")
+    assert alone["test_mse"].to_numpy() == pytest.approx(members.to_numpy(), rel=1e-9)
+    steps = pd.read_csv(selected / "selection.csv")
+    assert steps.loc[steps["chosen"], "val_mse"].item() == steps["val_mse"].min()
+    assert steps["val_mse"].iloc[0] == pytest.approx(alone["val_mse"].min())
+    assert (selected / "selection.png").is_file() and len(list((selected / "runs").glob("*.npz"))) == 2
+    with pytest.raises(SystemExit, match="no results.csv"):
+        ensemble_selection.main([str(selected), "--candidates", str(tmp_path)])
     # the best async cell on validation, saved so that one command recomputes its test MSE
     save_best.main([str(out)])
     best = df[(df["model"] == "async") & (df["switch"] == "none")].sort_values("best_val_mse").iloc[0]

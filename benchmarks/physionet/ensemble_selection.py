@@ -85,7 +85,10 @@ def score_candidates(rows: pd.DataFrame, cache: Path) -> tuple[list[dict[str, np
         if path.is_file():
             stored = dict(np.load(path))
         else:
-            cell, module = load_member(Path(row["folder"]), row)
+            try:
+                cell, module = load_member(Path(row["folder"]), row)
+            except TypeError as err:  # a model option since removed from the library
+                raise SystemExit(f"{row['name']}: this code cannot build its model ({err}); leave it out") from err
             dm = data_module(cell)
             loaders = {"val": dm.val_dataloader(), "test": dm.test_dataloader()}
             stored = {f"{s}_{k}": v for s in SPLITS for k, v in forecasts(module, loaders[s]).items()}

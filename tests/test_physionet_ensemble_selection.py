@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from benchmarks.physionet.ensemble_selection import per_variable_mse, select
@@ -44,3 +45,15 @@ def test_test_numbers_never_steer_the_selection():
     for step, row in table.iterrows():
         mean = np.mean([preds[i]["val"] for i in table["added"].iloc[: step + 1]], axis=0)
         assert row["val_mse"] == pytest.approx(per_variable_mse(mean, np.zeros(6), np.arange(6) % 2))
+
+
+def test_a_candidate_the_code_cannot_build_is_named(tmp_path, monkeypatch):
+    from benchmarks.physionet import ensemble_selection
+
+    def load_member(folder, row):
+        raise TypeError("AsyncTransformer.__init__() got an unexpected keyword argument 'value_norm'")
+
+    monkeypatch.setattr(ensemble_selection, "load_member", load_member)
+    rows = pd.DataFrame([{"name": "old/cell", "folder": str(tmp_path), "cell_id": "cell", "test_mse": 0.005}])
+    with pytest.raises(SystemExit, match="old/cell: this code cannot build its model .*value_norm.*leave it out"):
+        ensemble_selection.score_candidates(rows, tmp_path / "runs")

@@ -57,3 +57,17 @@ def test_a_candidate_the_code_cannot_build_is_named(tmp_path, monkeypatch):
     rows = pd.DataFrame([{"name": "old/cell", "folder": str(tmp_path), "cell_id": "cell", "test_mse": 0.005}])
     with pytest.raises(SystemExit, match="old/cell: this code cannot build its model .*value_norm.*leave it out"):
         ensemble_selection.score_candidates(rows, tmp_path / "runs")
+
+
+def test_the_paired_bootstrap_resamples_stays_and_centres_on_the_full_sample_difference():
+    from benchmarks.physionet.ensemble_selection import paired_bootstrap
+
+    rng = np.random.default_rng(1)
+    n = 400
+    stay, variable, target = rng.integers(0, 40, n), rng.integers(0, 3, n), rng.normal(size=n)
+    a = target + rng.normal(size=n)
+    b = target + 0.5 * (a - target)  # half of a's error on every query
+    delta, low, high = paired_bootstrap(a, b, target, variable, stay, draws=300)
+    assert delta == pytest.approx(per_variable_mse(b, target, variable) - per_variable_mse(a, target, variable))
+    assert low < delta < high < 0
+    assert paired_bootstrap(a, a, target, variable, stay, draws=50) == (0.0, 0.0, 0.0)

@@ -69,7 +69,8 @@ def test_grid_runs_resumes_and_reports(tmp_path, capsys, monkeypatch):
     # greedy selection on validation over the same cells: each re-scored to its row, the chosen step
     # the lowest on validation, forecasts cached so that a rerun needs no checkpoint
     selected = tmp_path / "selection"
-    ensemble_selection.main([str(selected), "--candidates", f"{out}:main", "--steps", "3", "--threads", "1"])
+    ensemble_selection.main([str(selected), "--candidates", f"{out}:main", "--steps", "3", "--threads", "1",
+                             "--target", "0.01"])
     alone = pd.read_csv(selected / "candidates.csv")
     assert alone["test_mse"].to_numpy() == pytest.approx(members.to_numpy(), rel=1e-9)
     steps = pd.read_csv(selected / "selection.csv")

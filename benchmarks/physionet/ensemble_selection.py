@@ -11,7 +11,9 @@ committed) so that a rerun only scores new candidates. Selection: start from not
 times, add (with replacement) the candidate that makes the mean forecast's validation MSE lowest; the
 ensemble is the step with the lowest validation MSE. Test numbers never enter a choice. Writes
 ``candidates.csv`` (each candidate alone), ``selection.csv`` (each step; the chosen one marked) and
-``selection.png`` (validation and test MSE by step) in ``<out>``.
+``selection.png`` (validation and test MSE by step) in ``<out>``, and prints the chosen ensemble's test
+MSE minus the first candidate's with a paired bootstrap interval over the test stays (name the
+reference model first).
 """
 
 from __future__ import annotations
@@ -53,6 +55,31 @@ def per_variable_mse(pred: np.ndarray, target: np.ndarray, variable: np.ndarray)
     sums = np.bincount(variable, weights=(pred - target) ** 2, minlength=len(counts))
     have = counts > 0
     return float(np.mean(sums[have] / counts[have]))
+
+
+def paired_bootstrap(a: np.ndarray, b: np.ndarray, target: np.ndarray, variable: np.ndarray, stay: np.ndarray,
+                     draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """The metric of forecasts ``b`` minus that of ``a`` on the same queries, and its 95 % interval
+    over resamples of the stays (each stay's queries kept together)."""
+    stays, index = np.unique(stay, return_inverse=True)
+    C = int(variable.max()) + 1
+    cell = index * C + variable
+    counts = np.bincount(cell, minlength=len(stays) * C).reshape(len(stays), C).astype(float)
+
+    def sums(pred: np.ndarray) -> np.ndarray:
+        return np.bincount(cell, (pred - target) ** 2, minlength=len(stays) * C).reshape(len(stays), C)
+
+    def metric(weights: np.ndarray, s: np.ndarray) -> np.ndarray:
+        n = weights @ counts
+        return np.nanmean(np.where(n > 0, (weights @ s) / np.where(n > 0, n, 1.0), np.nan), axis=-1)
+
+    sa, sb = sums(a), sums(b)
+    rng = np.random.default_rng(seed)
+    weights = np.stack([np.bincount(rng.integers(0, len(stays), len(stays)), minlength=len(stays))
+                        for _ in range(draws)]).astype(float)
+    full = np.ones((1, len(stays)))
+    deltas = metric(weights, sb) - metric(weights, sa)
+    return float((metric(full, sb) - metric(full, sa))[0]), *map(float, np.percentile(deltas, [2.5, 97.5]))
 
 
 def candidate_rows(specs: list[str]) -> pd.DataFrame:
@@ -126,7 +153,7 @@ def select(preds: list[dict[str, np.ndarray]], reference: dict, steps: int) -> p
     return table
 
 
-def plot(table: pd.DataFrame, members_test: float, path: Path) -> None:
+def plot(table: pd.DataFrame, members_test: float, path: Path, target: float | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -137,6 +164,8 @@ def plot(table: pd.DataFrame, members_test: float, path: Path) -> None:
     ax.plot(table["step"], table["test_mse"] * 1e3, "s-", label="test")
     ax.axhline(members_test * 1e3, color="grey", ls=":", label="candidates' mean test MSE")
     ax.axvline(table.loc[table["chosen"], "step"].item(), color="k", lw=0.8, label="chosen (lowest validation)")
+    if target is not None:
+        ax.axhline(target * 1e3, color="tab:red", ls="--", lw=0.8, label="target test MSE")
     ax.set_xlabel("selection step (models in the mean, with repeats)")
     ax.set_ylabel("MSE ×10⁻³")
     ax.legend(fontsize=8)
@@ -150,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out", type=Path, help="folder for the tables, the plot and the forecasts' cache (runs/)")
     parser.add_argument("--candidates", nargs="+", required=True, metavar="FOLDER[:BLOCK]")
     parser.add_argument("--steps", type=int, default=20, help="selection steps (default 20)")
+    parser.add_argument("--target", type=float, help="a test MSE to mark on the plot (e.g. 0.0055)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     if args.steps < 1:
@@ -163,11 +193,15 @@ def main(argv: list[str] | None = None) -> None:
     table = select(preds, reference, args.steps)
     table.insert(2, "added_name", rows["name"].iloc[table["added"]].to_numpy())
     table.to_csv(args.out / "selection.csv", index=False)
-    plot(table, float(rows["test_mse"].mean()), args.out / "selection.png")
+    plot(table, float(rows["test_mse"].mean()), args.out / "selection.png", args.target)
     chosen = table[table["chosen"]].iloc[0]
     used = table.loc[: chosen.name, "added_name"].value_counts()
+    mean = np.mean([preds[i]["test"] for i in table.loc[: chosen.name, "added"]], axis=0)
+    delta, low, high = paired_bootstrap(preds[0]["test"], mean, reference["test_target"], reference["test_variable"],
+                                        reference["test_stay"])
     print(f"chosen: step {chosen['step']} ({len(used)} distinct models): validation {chosen['val_mse']:.6f}, "
-          f"test {chosen['test_mse']:.6f}")
+          f"test {chosen['test_mse']:.6f}; minus the first candidate ({rows['name'].iloc[0]}) on test: "
+          f"{delta:+.6f} [{low:+.6f}, {high:+.6f}] (95 %, 2,000 resamples of the test stays)")
     for name, n in used.items():
         print(f"  {n} x {name}")
 

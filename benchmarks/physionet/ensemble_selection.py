@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from benchmarks.physionet.bootstrap import bootstrap, metric
 from benchmarks.physionet.cell import data_module
 from benchmarks.physionet.ensemble import load_member, member_rows
 from ts_continuum.training.query_module import query_mask
@@ -49,37 +50,29 @@ def forecasts(module: torch.nn.Module, loader) -> dict[str, np.ndarray]:
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
+def stay_sums(pred: np.ndarray, target: np.ndarray, variable: np.ndarray, stay: np.ndarray,
+              n_variables: int) -> dict[str, np.ndarray]:
+    """Squared-error sums and query counts per (stay, variable), as a cell's ``errors.npz`` holds them."""
+    ids, index = np.unique(stay, return_inverse=True)
+    cell, size = index * n_variables + variable, len(ids) * n_variables
+    return {"ids": ids, "sq": np.bincount(cell, (pred - target) ** 2, minlength=size).reshape(len(ids), -1),
+            "count": np.bincount(cell, minlength=size).reshape(len(ids), -1).astype(np.float64)}
+
+
 def per_variable_mse(pred: np.ndarray, target: np.ndarray, variable: np.ndarray) -> float:
     """The published metric: squared error per variable over its queries, averaged over variables."""
-    counts = np.bincount(variable)
-    sums = np.bincount(variable, weights=(pred - target) ** 2, minlength=len(counts))
-    have = counts > 0
-    return float(np.mean(sums[have] / counts[have]))
+    counts = np.bincount(variable).astype(np.float64)
+    return float(metric(np.bincount(variable, (pred - target) ** 2, minlength=len(counts)), counts))
 
 
 def paired_bootstrap(a: np.ndarray, b: np.ndarray, target: np.ndarray, variable: np.ndarray, stay: np.ndarray,
                      draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """The metric of forecasts ``b`` minus that of ``a`` on the same queries, and its 95 % interval
-    over resamples of the stays (each stay's queries kept together)."""
-    stays, index = np.unique(stay, return_inverse=True)
+    over resamples of the stays (``benchmarks.physionet.bootstrap``'s, each stay's queries together)."""
     C = int(variable.max()) + 1
-    cell = index * C + variable
-    counts = np.bincount(cell, minlength=len(stays) * C).reshape(len(stays), C).astype(float)
-
-    def sums(pred: np.ndarray) -> np.ndarray:
-        return np.bincount(cell, (pred - target) ** 2, minlength=len(stays) * C).reshape(len(stays), C)
-
-    def metric(weights: np.ndarray, s: np.ndarray) -> np.ndarray:
-        n = weights @ counts
-        return np.nanmean(np.where(n > 0, (weights @ s) / np.where(n > 0, n, 1.0), np.nan), axis=-1)
-
-    sa, sb = sums(a), sums(b)
-    rng = np.random.default_rng(seed)
-    weights = np.stack([np.bincount(rng.integers(0, len(stays), len(stays)), minlength=len(stays))
-                        for _ in range(draws)]).astype(float)
-    full = np.ones((1, len(stays)))
-    deltas = metric(weights, sb) - metric(weights, sa)
-    return float((metric(full, sb) - metric(full, sa))[0]), *map(float, np.percentile(deltas, [2.5, 97.5]))
+    out = bootstrap([stay_sums(p, target, variable, stay, C) for p in (a, b)], draws, seed)
+    low, high = np.percentile(out["resampled"][1] - out["resampled"][0], [2.5, 97.5])
+    return float(out["full"][1] - out["full"][0]), float(low), float(high)
 
 
 def candidate_rows(specs: list[str]) -> pd.DataFrame:

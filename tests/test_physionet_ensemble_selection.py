@@ -71,3 +71,55 @@ def test_the_paired_bootstrap_resamples_stays_and_centres_on_the_full_sample_dif
     assert delta == pytest.approx(per_variable_mse(b, target, variable) - per_variable_mse(a, target, variable))
     assert low < delta < high < 0
     assert paired_bootstrap(a, a, target, variable, stay, draws=50) == (0.0, 0.0, 0.0)
+
+
+def fake_forecasts(pred_val: float, pred_test: float, stays: np.ndarray) -> dict:
+    n = len(stays)
+    variable = np.arange(n) % 2
+    return {"val": {"pred": np.full(n, pred_val, np.float32), "target": np.zeros(n), "variable": variable,
+                    "stay": stays},
+            "test": {"pred": np.full(n, pred_test, np.float32), "target": np.zeros(n), "variable": variable,
+                     "stay": stays}}
+
+
+def test_the_cache_keeps_the_queries_once_and_a_rerun_loads_no_model(tmp_path, monkeypatch):
+    from benchmarks.physionet import ensemble_selection
+
+    outputs = {"a/x": fake_forecasts(0.5, 0.25, np.arange(4)), "a/y": fake_forecasts(1.0, 0.5, np.arange(4)),
+               "a/z": fake_forecasts(1.0, 0.5, np.arange(1, 5))}  # z was scored on other stays
+    loaded = []
+
+    def load_member(folder, row):
+        loaded.append(row["name"])
+        return row["name"], row["name"]
+
+    class Module:
+        def __init__(self, name):
+            self.name = name
+
+        def val_dataloader(self):
+            return "val"
+
+        def test_dataloader(self):
+            return "test"
+
+    monkeypatch.setattr(ensemble_selection, "load_member", load_member)
+    monkeypatch.setattr(ensemble_selection, "data_module", Module)
+    monkeypatch.setattr(ensemble_selection, "forecasts", lambda name, split: outputs[name][split])
+    rows = pd.DataFrame([{"name": n, "folder": str(tmp_path), "test_mse": outputs[n]["test"]["pred"][0] ** 2}
+                         for n in ("a/x", "a/y")])
+    cache = tmp_path / "runs"
+    preds, reference = ensemble_selection.score_candidates(rows, cache)
+    assert loaded == ["a/x", "a/y"]
+    assert sorted(p.name for p in cache.iterdir()) == ["a__x.npz", "a__y.npz", "queries.npz"]
+    assert sorted(np.load(cache / "a__y.npz").files) == ["test_pred", "val_pred"]
+    assert sorted(reference) == ["test_stay", "test_target", "test_variable", "val_stay", "val_target", "val_variable"]
+    assert preds[1]["val"].dtype == np.float64 and preds[1]["val"][0] == 1.0
+
+    again, _ = ensemble_selection.score_candidates(rows, cache)
+    assert loaded == ["a/x", "a/y"] and all(np.array_equal(p["test"], q["test"]) for p, q in zip(preds, again))
+
+    other = pd.DataFrame([{"name": "a/z", "folder": str(tmp_path), "test_mse": 0.25}])
+    with pytest.raises(SystemExit, match="a/z: its val_stay differ from the other candidates'"):
+        ensemble_selection.score_candidates(other, cache)
+    assert not (cache / "a__z.npz").exists()

@@ -5,15 +5,15 @@ PhysioNet cells, then one score on the test stays.
         --candidates benchmarks/results/physionet2012-ema benchmarks/results/physionet2012-lr/lr2e-3:lr-2e-3 ...
 
 Candidates: every finished cell of each named results FOLDER (or of one BLOCK of it, ``FOLDER:BLOCK``)
-whose checkpoint is on disk and that did not switch attention. Each is scored once on the validation
-and test stays (its test MSE must reproduce its row's); its forecasts are kept in ``<out>/runs/`` (not
-committed) so that a rerun only scores new candidates. Selection: start from nothing and, ``--steps``
-times, add (with replacement) the candidate that makes the mean forecast's validation MSE lowest; the
-ensemble is the step with the lowest validation MSE. Test numbers never enter a choice. Writes
-``candidates.csv`` (each candidate alone), ``selection.csv`` (each step; the chosen one marked) and
-``selection.png`` (validation and test MSE by step) in ``<out>``, and prints the chosen ensemble's test
-MSE minus the first candidate's with a paired bootstrap interval over the test stays (name the
-reference model first).
+whose checkpoint is on disk and that did not switch attention. Each is scored once on the validation and
+test stays (its test MSE must reproduce its row's); its forecasts are kept in ``<out>/runs/`` (not
+committed; the queries once, each candidate's forecasts apart) so that a rerun only scores new
+candidates. Selection: start from nothing and, ``--steps`` times, add (with replacement) the candidate
+that makes the mean forecast's validation MSE lowest; the ensemble is the step with the lowest
+validation MSE. Test numbers never enter a choice. Writes ``candidates.csv`` (each candidate alone),
+``selection.csv`` (each step; the chosen one marked) and ``selection.png`` (validation and test MSE by
+step) in ``<out>``, and prints the chosen ensemble's test MSE minus the first candidate's with a paired
+bootstrap interval over the test stays (name the reference model first).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def forecasts(module: torch.nn.Module, loader) -> dict[str, np.ndarray]:
             mask = query_mask(batch)
             pred = module(batch)
             variable = torch.arange(mask.shape[1])[None, :, None].expand_as(mask)
-            out["pred"].append(pred[mask].double().numpy())
+            out["pred"].append(pred[mask].numpy())  # the model's own dtype: cached exactly, scored in float64
             out["target"].append(batch["query_values"][mask].double().numpy())
             out["variable"].append(variable[mask].numpy())
             out["stay"].append(batch["index"][:, None, None].expand_as(mask)[mask].numpy())
@@ -95,10 +95,13 @@ def candidate_rows(specs: list[str]) -> pd.DataFrame:
 
 
 def score_candidates(rows: pd.DataFrame, cache: Path) -> tuple[list[dict[str, np.ndarray]], dict]:
-    """Each candidate's forecasts on both splits (from the cache when there), checked against the first
-    candidate's queries and against its row's test MSE."""
+    """Each candidate's forecasts on both splits (from the cache when there), checked against the shared
+    queries and against its row's test MSE. The cache keeps the queries (targets, variables, stays) once,
+    in ``queries.npz``, and each candidate's forecasts in a file of its own."""
     cache.mkdir(parents=True, exist_ok=True)
-    preds, reference = [], None
+    queries_path = cache / "queries.npz"
+    reference = dict(np.load(queries_path)) if queries_path.is_file() else None
+    preds = []
     t0 = time.perf_counter()
     for i, (_, row) in enumerate(rows.iterrows()):
         path = cache / (row["name"].replace("/", "__") + ".npz")
@@ -112,18 +115,20 @@ def score_candidates(rows: pd.DataFrame, cache: Path) -> tuple[list[dict[str, np
             dm = data_module(cell)
             loaders = {"val": dm.val_dataloader(), "test": dm.test_dataloader()}
             stored = {f"{s}_{k}": v for s in SPLITS for k, v in forecasts(module, loaders[s]).items()}
-            np.savez(path, **stored)
         if reference is None:
             reference = {k: v for k, v in stored.items() if not k.endswith("_pred")}
+            np.savez(queries_path, **reference)
         for key, value in reference.items():
-            if not np.array_equal(stored[key], value):
-                raise SystemExit(f"{row['name']}: its {key} differ from the first candidate's; candidates must "
+            if key in stored and not np.array_equal(stored[key], value):
+                raise SystemExit(f"{row['name']}: its {key} differ from the other candidates'; candidates must "
                                  "share the split and the queries")
+        if not path.is_file():
+            np.savez(path, **{f"{s}_pred": stored[f"{s}_pred"] for s in SPLITS})
         test = per_variable_mse(stored["test_pred"], reference["test_target"], reference["test_variable"])
         if abs(test - row["test_mse"]) > 1e-6 * max(1.0, abs(row["test_mse"])):
             raise SystemExit(f"{row['name']}: reloaded test MSE {test:.6g} differs from its row "
                              f"{row['test_mse']:.6g}; the checkpoint or the code changed")
-        preds.append({s: stored[f"{s}_pred"] for s in SPLITS})
+        preds.append({s: stored[f"{s}_pred"].astype(np.float64) for s in SPLITS})
         print(f"[{i + 1}/{len(rows)}] {row['name']}: test {test:.6f} ({time.perf_counter() - t0:.0f} s)", flush=True)
     return preds, reference
 

@@ -2,8 +2,10 @@
 
     PYTHONPATH=. python -m benchmarks.physionet.step_time
 
-Twelve training batches of split 0 (batch 32), the first two steps left out; two threads. Ratios
-between the models are what it is for: run it with nothing else on the machine.
+Twelve training batches of split 0 (batch 32), the first two steps left out; two threads; every
+model twice, in alternating rounds, each from the same initial weights (a model's first run can pay
+for the allocator's warm-up, so compare the rounds). Ratios between the models are what it is for:
+run it with nothing else on the machine.
 """
 
 from __future__ import annotations
@@ -38,13 +40,19 @@ def main() -> None:
     dm.setup("fit")
     batches = list(itertools.islice(iter(dm.train_dataloader()), 12))
     C = dm.n_variables
-    models = {"patch-graph d64 continuous": PatchGraphTransformer(C, d_model=64, d_ff=128),
-              "patch-graph d128 continuous": PatchGraphTransformer(C, d_model=128, d_ff=256),
-              "patch-graph d64 softmax": PatchGraphTransformer(C, d_model=64, d_ff=128, attention="softmax"),
-              "async d128 softmax (the recipe)": AsyncTransformer(C, d_model=128, d_ff=256, attention="softmax")}
-    for name, model in models.items():
-        n = sum(p.numel() for p in model.parameters())
-        print(f"{name}: {step_time(model.train(), batches):.3f} s/step, {n} parameters", flush=True)
+    models = {"patch-graph d64 continuous": lambda: PatchGraphTransformer(C, d_model=64, d_ff=128),
+              "patch-graph d128 continuous": lambda: PatchGraphTransformer(C, d_model=128, d_ff=256),
+              "patch-graph d64 softmax": lambda: PatchGraphTransformer(C, d_model=64, d_ff=128, attention="softmax"),
+              "async d128 softmax (the recipe)": lambda: AsyncTransformer(C, d_model=128, d_ff=256,
+                                                                          attention="softmax"),
+              "async d128 continuous": lambda: AsyncTransformer(C, d_model=128, d_ff=256, attention="continuous")}
+    for round_ in (1, 2):
+        for name, build in models.items():
+            torch.manual_seed(0)
+            model = build()
+            n = sum(p.numel() for p in model.parameters())
+            print(f"round {round_}, {name}: {step_time(model.train(), batches):.3f} s/step, {n} parameters",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The library's saved best model (physionet2012-weighting/wide/best/model.ckpt, seed 0 of the wide
-recipe), or any benchmark run's checkpoint, with its data module and results row, for the scripts
+"""The wide recipe's saved softmax model (physionet2012-weighting/wide/best/model.ckpt, seed 0), against
+which these analyses were made, or any benchmark run's checkpoint, with its data module and results row, for the scripts
 beside this file."""
 
 import json

@@ -1,4 +1,4 @@
-"""A benchmark run beside the library's best model and the simple baselines, variable by variable,
+"""A benchmark run beside the wide recipe's saved softmax model and the simple baselines, variable by variable,
 on the validation and test stays of split 0: which variables a change moved.
 
     PYTHONPATH=. python benchmarks/results/physionet2012-test-noise/compare_per_variable.py \
@@ -34,7 +34,7 @@ if not (np.array_equal(run_dm.scale_min, dm.scale_min) and all(
 fallback = dm.train_means()
 forecasters = {"run": run, "best": best, "last": QueryForecastingModule(LastObservation(dm.n_variables, fallback)),
                "mean": QueryForecastingModule(HistoryMean(dm.n_variables, fallback))}
-print(f"{folder.name}/{cell_id} against the best model (physionet2012-weighting/wide/best) and the baselines")
+print(f"{folder.name}/{cell_id} against the softmax recipe's saved model (physionet2012-weighting/wide/best) and the baselines")
 for split, loader in (("validation", dm.val_dataloader()), ("test", dm.test_dataloader())):
     scored = {name: evaluate(f, loader, dm.n_variables) for name, f in forecasters.items()}
     count = scored["run"]["count"].sum(0)

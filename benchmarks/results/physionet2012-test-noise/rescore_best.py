@@ -1,5 +1,5 @@
-"""Re-score the library's saved best model (physionet2012-weighting/wide/best/model.ckpt, seed 0 of the
-wide recipe) and leave its per-stay error sums where its cell would have (runs/<cell>/errors.npz), so the
+"""Re-score the wide recipe's saved softmax model (physionet2012-weighting/wide/best/model.ckpt, seed 0)
+and leave its per-stay error sums where its cell would have (runs/<cell>/errors.npz), so the
 bootstrap can pair it with later runs. Refuses to write if the test MSE differs from its results row.
 
     PYTHONPATH=. python benchmarks/results/physionet2012-test-noise/rescore_best.py
